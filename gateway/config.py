@@ -1,0 +1,251 @@
+"""One validated config tree.
+
+Behaviour lives in config.yaml; secrets only in the environment (variables named by ``*_env`` keys,
+or a ``.env`` file in the profile's home). An unknown key or a bad value is a ``ConfigError`` whose
+message is one line naming the key path.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+
+class ConfigError(Exception):
+    """A config problem; ``str()`` is one line naming the key path."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class FallbackModel(_Model):
+    base_url: str
+    name: str
+    api_key_env: str | None = None
+
+
+class ModelConfig(_Model):
+    base_url: str | None = None
+    name: str | None = None
+    api_key_env: str | None = None
+    timeout_seconds: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=3, ge=0, le=10)
+    max_iterations: int = Field(default=60, ge=1, le=1000)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1)
+    fallbacks: list[FallbackModel] = Field(default_factory=list)
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url and self.name)
+
+
+class AgentConfig(_Model):
+    identity: str = (
+        "You are Herald, a helpful assistant reached through a chat app. "
+        "Answer concisely; use tools when they help."
+    )
+
+
+class GatewayConfig(_Model):
+    busy_mode: Literal["queue", "interrupt"] = "queue"
+    max_queue: int = Field(default=20, ge=1, le=10_000)
+    max_concurrent_turns: int = Field(default=16, ge=1, le=512)
+    turn_timeout_seconds: float = Field(default=900.0, gt=0)
+    drain_seconds: float = Field(default=30.0, ge=0)
+
+
+class ResetConfig(_Model):
+    mode: Literal["idle", "daily", "none"] = "idle"
+    idle_minutes: int = Field(default=1440, ge=1)
+    daily_hour: int = Field(default=4, ge=0, le=23)
+
+
+class SessionsConfig(_Model):
+    per_user_in_groups: bool = True
+    reset: ResetConfig = Field(default_factory=ResetConfig)
+
+
+class DatabaseConfig(_Model):
+    url: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _known_driver(cls, v: str | None) -> str | None:
+        if v is not None and not (v.startswith("sqlite+aiosqlite://") or v.startswith("postgresql+asyncpg://")):
+            raise ValueError("must start with sqlite+aiosqlite:// or postgresql+asyncpg://")
+        return v
+
+
+class HttpConfig(_Model):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8650, ge=0, le=65535)
+
+
+class LoggingConfig(_Model):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class TerminalConfig(_Model):
+    enabled: bool = False
+    cwd: str | None = None
+    timeout_seconds: float = Field(default=120.0, gt=0)
+    max_output_chars: int = Field(default=20_000, ge=100)
+
+
+class ToolsConfig(_Model):
+    max_result_chars: int = Field(default=50_000, ge=100)
+    terminal: TerminalConfig = Field(default_factory=TerminalConfig)
+
+
+class WebPlatformConfig(_Model):
+    enabled: bool = True
+
+
+class PlatformsConfig(_Model):
+    web: WebPlatformConfig = Field(default_factory=WebPlatformConfig)
+
+
+class Config(_Model):
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    sessions: SessionsConfig = Field(default_factory=SessionsConfig)
+    database: DatabaseConfig = Field(default_factory=DatabaseConfig)
+    http: HttpConfig = Field(default_factory=HttpConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Where one profile keeps its state. Every subcommand resolves the same one."""
+
+    home: Path
+    config_file: Path
+
+    @property
+    def db_file(self) -> Path:
+        return self.home / "state.db"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def web_token_file(self) -> Path:
+        return self.home / "web_token"
+
+    @property
+    def env_file(self) -> Path:
+        return self.home / ".env"
+
+    @property
+    def media_dir(self) -> Path:
+        return self.home / "media"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.home / "herald.pid"
+
+
+def resolve_paths(profile: str | None = None, config: str | Path | None = None) -> Paths:
+    base = Path(os.environ.get("HERALD_HOME") or Path.home() / ".herald").expanduser()
+    profile = profile or os.environ.get("HERALD_PROFILE") or None
+    if profile:
+        if not profile.replace("-", "").replace("_", "").isalnum():
+            raise ConfigError(f"profile: {profile!r} is not a valid profile name (letters, digits, - and _)")
+        home = base / "profiles" / profile
+    else:
+        home = base
+    config_file = Path(config).expanduser() if config else home / "config.yaml"
+    return Paths(home=home, config_file=config_file)
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in loc) or "<root>"
+
+
+def parse_config(data: Any, source: str = "config") -> Config:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping of keys")
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        path = _loc(err["loc"])
+        if err["type"] == "extra_forbidden":
+            msg = f"{path}: unknown key"
+        else:
+            msg = f"{path}: {err['msg']}"
+            if "input" in err and not isinstance(err["input"], dict | list):
+                msg += f" (got {err['input']!r})"
+        more = len(exc.errors()) - 1
+        if more:
+            msg += f" (+{more} more problem{'s' if more > 1 else ''})"
+        raise ConfigError(f"{source}: {msg}") from None
+
+
+def load_config(paths: Paths) -> Config:
+    """Read config.yaml (absent = embedded defaults) and the profile's .env."""
+    load_env_file(paths)
+    if not paths.config_file.exists():
+        if paths.config_file != paths.home / "config.yaml":
+            raise ConfigError(f"{paths.config_file}: file not found")
+        return Config()
+    try:
+        data = yaml.safe_load(paths.config_file.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{paths.config_file}: not valid YAML{where}") from None
+    return parse_config(data, str(paths.config_file))
+
+
+def load_env_file(paths: Paths) -> None:
+    """Secrets from $HERALD_HOME/.env; the real environment wins."""
+    if paths.env_file.exists():
+        from dotenv import dotenv_values
+
+        for key, value in dotenv_values(paths.env_file).items():
+            if value is not None:
+                os.environ.setdefault(key, value)
+
+
+def secret(env_name: str | None) -> str | None:
+    if not env_name:
+        return None
+    value = os.environ.get(env_name)
+    return value or None
+
+
+def secret_env_names(cfg: BaseModel) -> list[str]:
+    """Every environment variable the config names through a ``*_env`` key (for log redaction)."""
+    names: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, BaseModel):
+            for field in type(node).model_fields:
+                value = getattr(node, field)
+                if field.endswith("_env") and isinstance(value, str):
+                    names.append(value)
+                else:
+                    walk(value)
+        elif isinstance(node, list | tuple):
+            for item in node:
+                walk(item)
+        elif isinstance(node, dict):
+            for item in node.values():
+                walk(item)
+
+    walk(cfg)
+    return names

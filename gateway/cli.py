@@ -1,0 +1,132 @@
+"""The ``herald`` command line. Every subcommand finds the same state through HERALD_HOME / --profile / --config."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import threading
+from typing import Annotated
+
+import typer
+
+from gateway.config import Config, ConfigError, Paths, load_config, resolve_paths, secret_env_names
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Herald: a messaging gateway for an AI agent (Telegram, Discord, Slack, web chat).")
+
+
+class _State:
+    profile: str | None = None
+    config: str | None = None
+
+
+state = _State()
+
+
+def fail_config(exc: ConfigError) -> None:
+    typer.echo(f"herald: config error: {exc}", err=True)
+    raise typer.Exit(2)
+
+
+def load(config_override: str | None = None) -> tuple[Config, Paths]:
+    try:
+        paths = resolve_paths(state.profile, config_override or state.config)
+        return load_config(paths), paths
+    except ConfigError as exc:
+        fail_config(exc)
+        raise  # unreachable
+
+
+@app.callback()
+def main_options(
+    profile: Annotated[str | None, typer.Option("--profile", "-p", help="use $HERALD_HOME/profiles/NAME")] = None,
+    config: Annotated[str | None, typer.Option("--config", "-c", help="path to config.yaml")] = None,
+) -> None:
+    state.profile = profile
+    state.config = config
+
+
+@app.command()
+def run(config: Annotated[str | None, typer.Option("--config", "-c", help="path to config.yaml")] = None) -> None:
+    """Run the gateway daemon in the foreground."""
+    cfg, paths = load(config)
+    from gateway.logs import configure_logging
+
+    paths.home.mkdir(parents=True, exist_ok=True)
+    secrets = [os.environ[name] for name in secret_env_names(cfg) if os.environ.get(name)]
+    configure_logging(paths.logs_dir, cfg.logging.level, secrets=secrets)
+    code = asyncio.run(_serve(cfg, paths))
+    # Abandoned turns may still sit in a blocking call in a worker thread; don't let them hold the exit.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if any(t.name.startswith("turn") and t.is_alive() for t in threading.enumerate()):
+        os._exit(code)
+    raise typer.Exit(code)
+
+
+async def _serve(cfg: Config, paths: Paths) -> int:
+    from gateway.logs import add_secret, get_logger
+    from gateway.runner import GatewayRunner
+
+    log = get_logger("herald")
+    runner = GatewayRunner(cfg, paths)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, runner.stop_event.set)
+    try:
+        await runner.start()
+    except OSError as exc:
+        log.error("startup_failed", error=str(exc))
+        typer.echo(f"herald: could not start: {exc}", err=True)
+        await runner.shutdown()
+        return 1
+    web = runner.adapters.get("web")
+    host = cfg.http.host if cfg.http.host not in ("0.0.0.0", "::") else "127.0.0.1"
+    url = f"http://{host}:{runner.http_port}/"
+    if web is not None:
+        add_secret(web.token)  # type: ignore[attr-defined]
+        if sys.stdout.isatty():
+            typer.echo(f"Herald web chat: {url}#token={web.token}")  # type: ignore[attr-defined]
+        else:
+            typer.echo(f"Herald web chat: {url} (access token in {paths.web_token_file})")
+    else:
+        typer.echo(f"Herald is running (http on {url})")
+    if not cfg.model.configured:
+        typer.echo("No model configured: set model.base_url, model.name and model.api_key_env in "
+                   f"{paths.config_file} (see config.example.yaml).")
+    sys.stdout.flush()
+    await runner.stop_event.wait()
+    log.info("signal_received")
+    await runner.shutdown()
+    return 0
+
+
+@app.command("check-config")
+def check_config(config: Annotated[str | None, typer.Option("--config", "-c")] = None) -> None:
+    """Validate the config file and exit (status 2 and the key path when it is wrong)."""
+    cfg, paths = load(config)
+    where = paths.config_file if paths.config_file.exists() else "embedded defaults"
+    typer.echo(f"config ok ({where}); home {paths.home}; model {cfg.model.name or 'not configured'}")
+
+
+@app.command()
+def paths() -> None:
+    """Show where this profile keeps its config, database, logs and web token."""
+    _, p = load()
+    for label, value in (("home", p.home), ("config", p.config_file), ("database", p.db_file),
+                         ("logs", p.logs_dir), ("web token", p.web_token_file)):
+        typer.echo(f"{label:10} {value}")
+
+
+def main() -> None:
+    try:
+        app()
+    except ConfigError as exc:
+        fail_config(exc)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
+

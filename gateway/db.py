@@ -1,0 +1,347 @@
+"""The gateway's database: SQLAlchemy 2 (async), SQLite via aiosqlite by default, PostgreSQL via asyncpg.
+
+Everything that must survive a restart lives here: sessions and their messages, the inbox (every
+platform message we accepted, de-duplicated by platform id), the outbox (every chunk we sent), and the
+chat log that the web chat serves.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    and_,
+    event,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+metadata = MetaData()
+
+sessions = Table(
+    "sessions",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("key", String(512), nullable=False),
+    Column("parent_id", String(36), nullable=True),
+    Column("platform", String(32), nullable=False),
+    Column("system_prompt", Text, nullable=True),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("ended_at", Float, nullable=True),
+    Column("end_reason", String(64), nullable=True),
+    Index("ix_sessions_key_active", "key", "ended_at"),
+)
+
+messages = Table(
+    "messages",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("session_id", String(36), nullable=False, index=True),
+    Column("role", String(16), nullable=False),
+    Column("content", JSON, nullable=True),
+    Column("tool_calls", JSON, nullable=True),
+    Column("tool_call_id", String(128), nullable=True),
+    Column("created_at", Float, nullable=False),
+)
+
+inbox = Table(
+    "inbox",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("platform", String(32), nullable=False),
+    Column("platform_message_id", String(256), nullable=False),
+    Column("session_key", String(512), nullable=False),
+    Column("payload", JSON, nullable=False),
+    # pending -> running -> replied (answer stored, delivery under way) -> done | failed | cancelled
+    Column("status", String(16), nullable=False),
+    Column("reply", Text, nullable=True),
+    Column("error", Text, nullable=True),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    UniqueConstraint("platform", "platform_message_id", name="uq_inbox_platform_message"),
+    Index("ix_inbox_status", "status"),
+)
+
+outbox = Table(
+    "outbox",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("inbox_id", Integer, nullable=True, index=True),
+    Column("platform", String(32), nullable=False),
+    Column("chat_id", String(256), nullable=False),
+    Column("chunk_index", Integer, nullable=False),
+    Column("platform_message_id", String(256), nullable=True),
+    Column("status", String(16), nullable=False),  # sent | failed
+    Column("error", Text, nullable=True),
+    Column("created_at", Float, nullable=False),
+)
+
+# What a platform without its own history (the web chat) serves back to its clients.
+chat_log = Table(
+    "chat_log",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("platform", String(32), nullable=False),
+    Column("chat_id", String(256), nullable=False),
+    Column("message_id", String(256), nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("user_id", String(256), nullable=True),
+    Column("text", Text, nullable=False),
+    Column("buttons", JSON, nullable=True),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    UniqueConstraint("platform", "message_id", name="uq_chat_log_message"),
+    Index("ix_chat_log_chat", "platform", "chat_id", "id"),
+)
+
+
+def make_engine(url: str) -> AsyncEngine:
+    if url.startswith("sqlite"):
+        engine = create_async_engine(url, connect_args={"timeout": 30})
+
+        @event.listens_for(engine.sync_engine, "connect")
+        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        return engine
+    return create_async_engine(url, pool_size=10, max_overflow=10, pool_pre_ping=True)
+
+
+def _is_unique_violation(exc: Exception) -> bool:
+    text = str(getattr(exc, "orig", exc)).lower()
+    return "unique" in text or "duplicate key" in text
+
+
+class Store:
+    """Async data access. Every method is a coroutine: the event loop never waits on a sync DB call."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = make_engine(url)
+
+    async def init(self) -> None:
+        async with self.engine.begin() as conn:
+            await conn.run_sync(metadata.create_all)
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    # ---- inbox -------------------------------------------------------------------------------
+
+    async def inbox_add(self, platform: str, platform_message_id: str, session_key: str,
+                        payload: dict[str, Any]) -> int | None:
+        """Store an accepted message; ``None`` when this platform message was already taken."""
+        now = time.time()
+        try:
+            async with self.engine.begin() as conn:
+                result = await conn.execute(
+                    insert(inbox).values(
+                        platform=platform, platform_message_id=platform_message_id,
+                        session_key=session_key, payload=payload, status="pending",
+                        created_at=now, updated_at=now,
+                    )
+                )
+                return int(result.inserted_primary_key[0])
+        except Exception as exc:
+            if _is_unique_violation(exc):
+                return None
+            raise
+
+    async def inbox_set(self, inbox_id: int, status: str, *, reply: str | None = None,
+                        error: str | None = None) -> None:
+        values: dict[str, Any] = {"status": status, "updated_at": time.time()}
+        if reply is not None:
+            values["reply"] = reply
+        if error is not None:
+            values["error"] = error
+        async with self.engine.begin() as conn:
+            await conn.execute(update(inbox).where(inbox.c.id == inbox_id).values(**values))
+
+    async def inbox_unfinished(self) -> list[dict[str, Any]]:
+        """Messages accepted but not finished before the last stop, oldest first."""
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(
+                select(inbox).where(inbox.c.status.in_(("pending", "running", "replied"))).order_by(inbox.c.id)
+            )
+            return [dict(r._mapping) for r in rows]
+
+    async def inbox_get(self, inbox_id: int) -> dict[str, Any] | None:
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(select(inbox).where(inbox.c.id == inbox_id))).first()
+            return dict(row._mapping) if row else None
+
+    # ---- outbox ------------------------------------------------------------------------------
+
+    async def outbox_sent_chunks(self, inbox_id: int) -> set[int]:
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(
+                select(outbox.c.chunk_index).where(and_(outbox.c.inbox_id == inbox_id, outbox.c.status == "sent"))
+            )
+            return {r[0] for r in rows}
+
+    async def outbox_record(self, inbox_id: int | None, platform: str, chat_id: str, chunk_index: int,
+                            platform_message_id: str | None, status: str, error: str | None = None) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                insert(outbox).values(
+                    inbox_id=inbox_id, platform=platform, chat_id=chat_id, chunk_index=chunk_index,
+                    platform_message_id=platform_message_id, status=status, error=error,
+                    created_at=time.time(),
+                )
+            )
+
+    # ---- sessions and messages ---------------------------------------------------------------
+
+    async def session_active(self, key: str) -> dict[str, Any] | None:
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    select(sessions)
+                    .where(and_(sessions.c.key == key, sessions.c.ended_at.is_(None)))
+                    .order_by(sessions.c.created_at.desc())
+                    .limit(1)
+                )
+            ).first()
+            return dict(row._mapping) if row else None
+
+    async def session_create(self, session_id: str, key: str, platform: str, system_prompt: str | None,
+                             parent_id: str | None = None) -> dict[str, Any]:
+        now = time.time()
+        row = {
+            "id": session_id, "key": key, "parent_id": parent_id, "platform": platform,
+            "system_prompt": system_prompt, "created_at": now, "updated_at": now,
+            "ended_at": None, "end_reason": None,
+        }
+        async with self.engine.begin() as conn:
+            await conn.execute(insert(sessions).values(**row))
+        return row
+
+    async def session_end(self, session_id: str, reason: str) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                update(sessions)
+                .where(and_(sessions.c.id == session_id, sessions.c.ended_at.is_(None)))
+                .values(ended_at=time.time(), end_reason=reason)
+            )
+
+    async def session_history(self, session_id: str) -> list[dict[str, Any]]:
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(
+                select(messages.c.role, messages.c.content, messages.c.tool_calls, messages.c.tool_call_id)
+                .where(messages.c.session_id == session_id)
+                .order_by(messages.c.id)
+            )
+            return [_to_openai(r) for r in rows]
+
+    async def session_count_messages(self, session_id: str) -> int:
+        async with self.engine.connect() as conn:
+            return int(
+                (await conn.execute(
+                    select(func.count()).select_from(messages).where(messages.c.session_id == session_id)
+                )).scalar_one()
+            )
+
+    async def append_messages(self, session_id: str, msgs: Iterable[dict[str, Any]],
+                              inbox_id: int | None = None, inbox_status: str | None = None,
+                              reply: str | None = None) -> None:
+        """Persist a turn's messages and (optionally) move its inbox row on, in one transaction."""
+        now = time.time()
+        rows = [
+            {
+                "session_id": session_id, "role": m["role"], "content": m.get("content"),
+                "tool_calls": m.get("tool_calls"), "tool_call_id": m.get("tool_call_id"), "created_at": now,
+            }
+            for m in msgs
+        ]
+        async with self.engine.begin() as conn:
+            if rows:
+                await conn.execute(insert(messages), rows)
+            await conn.execute(update(sessions).where(sessions.c.id == session_id).values(updated_at=now))
+            if inbox_id is not None and inbox_status is not None:
+                values: dict[str, Any] = {"status": inbox_status, "updated_at": now}
+                if reply is not None:
+                    values["reply"] = reply
+                await conn.execute(update(inbox).where(inbox.c.id == inbox_id).values(**values))
+
+    # ---- chat log (web chat history) ---------------------------------------------------------
+
+    async def chat_log_add(self, platform: str, chat_id: str, message_id: str, role: str, text: str,
+                           buttons: list[dict[str, Any]] | None = None, user_id: str | None = None) -> bool:
+        now = time.time()
+        try:
+            async with self.engine.begin() as conn:
+                await conn.execute(
+                    insert(chat_log).values(
+                        platform=platform, chat_id=chat_id, message_id=message_id, role=role, user_id=user_id,
+                        text=text, buttons=buttons, created_at=now, updated_at=now,
+                    )
+                )
+            return True
+        except Exception as exc:
+            if _is_unique_violation(exc):
+                return False
+            raise
+
+    async def chat_log_edit(self, platform: str, message_id: str, text: str | None,
+                            buttons: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+        values: dict[str, Any] = {"updated_at": time.time(), "buttons": buttons}
+        if text is not None:
+            values["text"] = text
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                update(chat_log)
+                .where(and_(chat_log.c.platform == platform, chat_log.c.message_id == message_id))
+                .values(**values)
+            )
+            row = (await conn.execute(
+                select(chat_log).where(and_(chat_log.c.platform == platform, chat_log.c.message_id == message_id))
+            )).first()
+            return dict(row._mapping) if row else None
+
+    async def chat_log_get(self, platform: str, message_id: str) -> dict[str, Any] | None:
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(
+                select(chat_log).where(and_(chat_log.c.platform == platform, chat_log.c.message_id == message_id))
+            )).first()
+            return dict(row._mapping) if row else None
+
+    async def chat_log_list(self, platform: str, chat_id: str, limit: int = 500) -> list[dict[str, Any]]:
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(
+                select(chat_log)
+                .where(and_(chat_log.c.platform == platform, chat_log.c.chat_id == chat_id))
+                .order_by(chat_log.c.id.desc())
+                .limit(limit)
+            )
+            return [dict(r._mapping) for r in reversed(rows.all())]
+
+
+def _to_openai(row: Any) -> dict[str, Any]:
+    msg: dict[str, Any] = {"role": row.role, "content": row.content}
+    if row.tool_calls:
+        msg["tool_calls"] = row.tool_calls if not isinstance(row.tool_calls, str) else json.loads(row.tool_calls)
+    if row.tool_call_id:
+        msg["tool_call_id"] = row.tool_call_id
+    return msg

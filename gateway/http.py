@@ -1,0 +1,102 @@
+"""The daemon's http app: health, readiness, metrics, the web chat page, and adapters' routes."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from aiohttp import web
+
+if TYPE_CHECKING:
+    from gateway.runner import GatewayRunner
+
+log = structlog.get_logger("herald.http")
+
+
+def _json_error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+@web.middleware
+async def errors_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Bad input gets a clear 4xx, a bug gets a short 500 — never a stack trace over the wire."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.content_type != "application/json" and exc.status >= 400:
+            return _json_error(exc.status, exc.reason)
+        raise
+    except Exception:
+        log.exception("http_handler_failed", path=request.path)
+        return _json_error(500, "internal error")
+
+
+class HttpServer:
+    def __init__(self, runner: GatewayRunner) -> None:
+        self.runner = runner
+        self.port = runner.cfg.http.port
+        self._runner: web.AppRunner | None = None
+        self.app = self._build()
+
+    def _build(self) -> web.Application:
+        app = web.Application(middlewares=[self._auth_middleware, errors_middleware], client_max_size=2 * 1024**2)
+        app.add_routes([
+            web.get("/", self._index),
+            web.get("/healthz", self._healthz),
+            web.get("/readyz", self._readyz),
+            web.get("/metrics", self._metrics),
+        ])
+        for adapter in self.runner.adapters.values():
+            app.add_routes(adapter.http_routes())
+        return app
+
+    @web.middleware
+    async def _auth_middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.path.startswith("/api/"):
+            web_adapter = self.runner.adapters.get("web")
+            if web_adapter is None or not web_adapter.authorized(request):  # type: ignore[attr-defined]
+                return web.json_response({"error": "missing or wrong bearer token"}, status=401,
+                                         headers={"WWW-Authenticate": "Bearer"})
+        return await handler(request)
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.runner.cfg.http.host, self.runner.cfg.http.port, reuse_address=True)
+        await site.start()
+        sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
+        if sockets:
+            self.port = sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _index(self, request: web.Request) -> web.Response:
+        if "web" not in self.runner.adapters:
+            return web.Response(status=404, text="The web chat is disabled (platforms.web.enabled).")
+        page = resources.files("gateway").joinpath("static/index.html").read_text()
+        return web.Response(text=page, content_type="text/html", headers={"Cache-Control": "no-store"})
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        ready, adapters = self.runner.readiness()
+        return web.json_response({"ready": ready, "adapters": adapters}, status=200 if ready else 503)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        lines = []
+        for name, value in self.runner.counters.items():
+            lines.append(f"# TYPE herald_{name}_total counter")
+            lines.append(f"herald_{name}_total {value}")
+        running = sum(1 for lane in self.runner.lanes.values() if lane.turn is not None)
+        queued = sum(len(lane.queue) for lane in self.runner.lanes.values())
+        lines += ["# TYPE herald_turns_running gauge", f"herald_turns_running {running}",
+                  "# TYPE herald_messages_queued gauge", f"herald_messages_queued {queued}"]
+        for name, adapter in self.runner.adapters.items():
+            up = 1 if adapter.state == "connected" else 0
+            lines.append(f'herald_adapter_connected{{platform={json.dumps(name)}}} {up}')
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")

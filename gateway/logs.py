@@ -1,0 +1,374 @@
+"""Structured logging for the daemon: JSON lines on disk, a terse stream on stderr, secrets masked.
+
+Every record — from structlog loggers and from plain ``logging`` loggers of libraries (aiohttp,
+httpx, openai, sqlalchemy, the platform SDKs) — passes through the same processors, so the same
+redaction applies to both. Redaction runs last, after exceptions have been rendered to text, because
+a token in an exception message or in a URL logged by httpx is the usual way secrets leak.
+
+Usage::
+
+    configure_logging(paths.logs_dir, cfg.logging.level, secrets=[os.environ[n] for n in names])
+    log = get_logger(__name__)
+    structlog.contextvars.bind_contextvars(session_key=key, platform="telegram", turn_id=tid)
+    log.info("turn.started", chars=len(text))
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import re
+import sys
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import structlog
+from structlog.typing import EventDict, Processor, WrappedLogger
+
+__all__ = ["REDACTED", "add_secret", "close_logging", "configure_logging", "get_logger", "redact"]
+
+REDACTED = "[REDACTED]"
+LOG_FILE_NAME = "herald.log"
+_MAX_BYTES = 10 * 1024 * 1024
+_BACKUP_COUNT = 5
+# Shorter values would match ordinary words and shred unrelated log text.
+_MIN_SECRET_LEN = 6
+
+_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
+
+# Libraries that narrate every request at INFO/DEBUG. httpx in particular logs full URLs, which for
+# Telegram contain the bot token; redaction covers that, but the volume is noise either way.
+_NOISY_LOGGERS = (
+    "aiohttp.access",
+    "aiosqlite",
+    "apscheduler",
+    "asyncio",
+    "discord",
+    "hpack",
+    "httpcore",
+    "httpx",
+    "openai",
+    "slack_bolt",
+    "slack_sdk",
+    "sqlalchemy.engine",
+    "sqlalchemy.pool",
+    "telegram",
+    "urllib3",
+    "websockets",
+)
+
+# Every alternative is anchored to the start of a word or run: "task-..." is not an API key, and a long
+# base64 blob would be rescanned from every offset (quadratic). Possessive quantifiers stop
+# backtracking inside a run that then fails to match.
+_PATTERNS = (
+    # OpenAI-style API keys (sk-..., sk-proj-...).
+    r"\bsk-[A-Za-z0-9_-]{16,}+",
+    # Telegram bot tokens, also inside https://api.telegram.org/bot<token>/method.
+    r"(?<!\d)\d{6,12}:[A-Za-z0-9_-]{30,}+",
+    # Slack bot/user/app-level tokens.
+    r"\bxox[abposr]-[A-Za-z0-9-]{10,}+",
+    r"\bxapp-[A-Za-z0-9-]{10,}+",
+    # Discord bot tokens (and JWTs, which share the shape): three base64url parts joined by dots.
+    r"(?<![A-Za-z0-9_.-])[A-Za-z0-9_-]{20,}+\.[A-Za-z0-9_-]{5,}+\.[A-Za-z0-9_-]{20,}+",
+)
+# Kept apart so the scheme word survives: "Authorization: Bearer [REDACTED]" still says what it was.
+_BEARER = r"(?P<bearer>\b(?i:bearer)[ \t]+)[A-Za-z0-9._~+/=-]{6,}+"
+# Nothing shorter than this can match any built-in pattern ("Bearer " + 6, "xapp-" + 10).
+_MIN_PATTERN_LEN = 13
+
+
+class _Redactor:
+    """Holds the secret values and one compiled regex covering them and the token patterns."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._secrets: frozenset[str] = frozenset()
+        self._min_len = _MIN_PATTERN_LEN
+        self._regex = self._compile(self._secrets)
+
+    @staticmethod
+    def _compile(secrets: frozenset[str]) -> re.Pattern[str]:
+        # Longest first, so a secret that contains another is masked whole, not half.
+        literals = [re.escape(s) for s in sorted(secrets, key=len, reverse=True)]
+        return re.compile("|".join([*literals, _BEARER, *_PATTERNS]))
+
+    def add(self, values: Iterable[str | None]) -> None:
+        new: set[str] = set()
+        for value in values:
+            if not value:
+                continue
+            value = value.strip()
+            if len(value) < _MIN_SECRET_LEN:
+                continue
+            new.add(value)
+            # The same secret often appears percent-encoded inside a logged URL.
+            encoded = quote(value, safe="")
+            if encoded != value:
+                new.add(encoded)
+        with self._lock:
+            if new <= self._secrets:
+                return
+            secrets = self._secrets | new
+            self._regex = self._compile(secrets)
+            self._secrets = secrets
+            self._min_len = min(_MIN_PATTERN_LEN, *(len(s) for s in secrets))
+
+    def text(self, value: str) -> str:
+        # search() first: almost every string is clean, and then the caller gets the very same object
+        # back, which lets value() skip copying containers.
+        if len(value) < self._min_len or self._regex.search(value) is None:
+            return value
+        return self._regex.sub(self._replace, value)
+
+    @staticmethod
+    def _replace(match: re.Match[str]) -> str:
+        bearer = match.group("bearer")
+        return bearer + REDACTED if bearer else REDACTED
+
+    def value(self, value: Any) -> Any:
+        """Redact a value of any shape; returns the same object when there was nothing to mask."""
+        if isinstance(value, str):
+            return self.text(value)
+        if value is None or isinstance(value, bool | int | float):
+            return value
+        if isinstance(value, dict):
+            out = {k: self.value(v) for k, v in value.items()}
+            return value if all(out[k] is value[k] for k in value) else out
+        if isinstance(value, list | tuple | set | frozenset):
+            items = [self.value(v) for v in value]
+            if all(a is b for a, b in zip(items, value, strict=True)):
+                return value
+            return items if not isinstance(value, tuple) else tuple(items)
+        # Renderers fall back to repr() for other objects (exceptions, URLs, models), which can carry
+        # a token; mask that text, but keep the object when it is clean so rendering is unchanged.
+        try:
+            text = repr(value)
+        except Exception:
+            return value
+        masked = self.text(text)
+        return value if masked is text else masked
+
+
+_redactor = _Redactor()
+
+
+def add_secret(value: str | None) -> None:
+    """Register a secret value to mask in every later log line (e.g. a web token created at runtime).
+
+    Values shorter than 6 characters are ignored: masking them would garble ordinary text.
+    """
+    _redactor.add([value])
+
+
+def redact(text: str) -> str:
+    """Mask registered secrets and known token shapes in ``text``."""
+    return _redactor.text(text)
+
+
+_META_KEYS = frozenset({"_record", "_from_structlog"})
+
+
+def _redact_processor(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:
+    # Builds a new dict rather than editing values in place: nested dicts and lists in an event are
+    # the caller's own objects. The formatter's bookkeeping keys are removed before rendering.
+    return {
+        key: value if key in _META_KEYS else _redactor.value(value) for key, value in event_dict.items()
+    }
+
+
+def _exc_summary(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:
+    """For the console: the exception as one ``Type: message`` field; the full traceback is on disk."""
+    exception = event_dict.pop("exception", None)
+    if isinstance(exception, list) and exception and isinstance(exception[0], dict):
+        # ExceptionDictTransformer lists the caught exception first, then its causes.
+        first = exception[0]
+        kind, message = first.get("exc_type", "Exception"), first.get("exc_value", "")
+        event_dict["exc"] = f"{kind}: {message}" if message else kind
+    elif exception is not None:
+        lines = str(exception).strip().splitlines()
+        event_dict["exc"] = lines[-1] if lines else ""
+    return event_dict
+
+
+def _one_line(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:
+    """Keeps each console event on a single line, whatever the message contains."""
+    event = event_dict.get("event")
+    if isinstance(event, str) and "\n" in event:
+        event_dict["event"] = event.replace("\r", "").replace("\n", " ⏎ ")
+    return event_dict
+
+
+# Exceptions are rendered to data before redaction, so their messages are masked like any other text.
+# Locals are off: a frame's locals are exactly where tokens and message bodies sit.
+_render_exception = structlog.processors.ExceptionRenderer(
+    structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+)
+
+# Redaction ends both chains: it runs once per event, whatever the number of handlers, and nothing
+# after it (the formatters only drop bookkeeping keys and render) adds text from the event's source.
+_STRUCTLOG_CHAIN: list[Processor] = [
+    # Level check first: a suppressed debug call then costs one isEnabledFor().
+    structlog.stdlib.filter_by_level,
+    structlog.contextvars.merge_contextvars,
+    structlog.stdlib.add_log_level,
+    structlog.stdlib.add_logger_name,
+    structlog.stdlib.PositionalArgumentsFormatter(),
+    structlog.processors.TimeStamper(fmt="iso", utc=True),
+    structlog.processors.StackInfoRenderer(),
+    _render_exception,
+    structlog.processors.UnicodeDecoder(),
+    _redact_processor,
+    structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+]
+
+# The same for records from plain logging loggers (libraries); ProcessorFormatter runs it per handler.
+_FOREIGN_PRE_CHAIN: list[Processor] = [
+    structlog.contextvars.merge_contextvars,
+    structlog.stdlib.add_log_level,
+    structlog.stdlib.add_logger_name,
+    structlog.processors.TimeStamper(fmt="iso", utc=True),
+    _render_exception,
+    _redact_processor,
+]
+
+
+def _json_processors() -> list[Processor]:
+    return [
+        structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+        structlog.processors.JSONRenderer(ensure_ascii=False),
+    ]
+
+
+def _console_processors(colors: bool) -> list[Processor]:
+    return [
+        structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+        _exc_summary,
+        _one_line,
+        structlog.dev.ConsoleRenderer(colors=colors, pad_event_to=24),
+    ]
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is at emit time (test capture, a redirected stream)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
+_OWNED_ATTR = "_herald_handler"
+_configure_lock = threading.Lock()
+
+
+def _configure_structlog() -> None:
+    structlog.configure(
+        processors=_STRUCTLOG_CHAIN,
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        context_class=dict,
+        # The chain never changes between configure_logging() calls (only handlers do), so loggers
+        # cached before a reconfiguration stay correct.
+        cache_logger_on_first_use=True,
+    )
+
+
+def configure_logging(
+    logs_dir: Path,
+    level: str = "info",
+    secrets: Iterable[str | None] = (),
+    console: bool | None = None,
+) -> None:
+    """Send all logging to ``logs_dir/herald.log`` (JSON lines, rotated) and to stderr.
+
+    ``console``: True for the human-readable renderer on stderr, False for JSON lines, None to choose
+    by whether stderr is a terminal. Safe to call again: the previous handlers are replaced and
+    ``secrets`` are added to (never replace) those already registered.
+    """
+    numeric = _LEVELS.get(level.lower())
+    if numeric is None:
+        raise ValueError(f"unknown log level {level!r} (one of: {', '.join(_LEVELS)})")
+    _redactor.add(secrets)
+
+    logs_dir = Path(logs_dir)
+    # Owner-only: the log holds chat text and tool output.
+    logs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+    if console is None:
+        console = _isatty(sys.stderr)
+
+    file_handler = logging.handlers.RotatingFileHandler(
+        logs_dir / LOG_FILE_NAME, maxBytes=_MAX_BYTES, backupCount=_BACKUP_COUNT, encoding="utf-8"
+    )
+    file_handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            processors=_json_processors(), foreign_pre_chain=_FOREIGN_PRE_CHAIN
+        )
+    )
+    stderr_handler = _StderrHandler()
+    stderr_handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            processors=_console_processors(colors=_isatty(sys.stderr))
+            if console
+            else _json_processors(),
+            foreign_pre_chain=_FOREIGN_PRE_CHAIN,
+        )
+    )
+
+    with _configure_lock:
+        _configure_structlog()
+        root = logging.getLogger()
+        _remove_own_handlers(root)
+        for handler in (file_handler, stderr_handler):
+            setattr(handler, _OWNED_ATTR, True)
+            root.addHandler(handler)
+        root.setLevel(numeric)
+        for name in _NOISY_LOGGERS:
+            # At debug the operator asked for detail, so libraries inherit the root level again.
+            logging.getLogger(name).setLevel(logging.WARNING if numeric > logging.DEBUG else logging.NOTSET)
+
+
+def close_logging() -> None:
+    """Flush and detach the handlers configure_logging() installed (shutdown, tests)."""
+    with _configure_lock:
+        _remove_own_handlers(logging.getLogger())
+
+
+def _remove_own_handlers(root: logging.Logger) -> None:
+    # Only ours: handlers others attached to the root logger (pytest's capture, say) stay put.
+    for handler in list(root.handlers):
+        if getattr(handler, _OWNED_ATTR, False):
+            root.removeHandler(handler)
+            handler.close()
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def get_logger(name: str | None = None) -> structlog.stdlib.BoundLogger:
+    """A structlog logger writing through the stdlib logger ``name`` (``herald`` when omitted)."""
+    return structlog.stdlib.get_logger(name or "herald")
+
+
+# Configured at import so a module-level ``log = get_logger(__name__)`` used before
+# configure_logging() still goes through the stdlib chain (and is redacted) instead of structlog's
+# default printer, and is cached with the right processors.
+_configure_structlog()

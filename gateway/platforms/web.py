@@ -1,0 +1,218 @@
+"""The local web chat: a small JSON API + SSE stream on the daemon's http app, behind a bearer token.
+
+The token lives in ``$HERALD_HOME/web_token`` (0600, created on first start); whoever holds it is the
+owner, so the web chat needs no allowlist. The chat history it serves is kept in the database (chat_log),
+so a restart keeps it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import os
+import secrets
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from gateway.platforms.base import (
+    Button,
+    ButtonPress,
+    Capabilities,
+    InboundMessage,
+    OutboundMessage,
+    PlatformAdapter,
+    Source,
+)
+
+log = structlog.get_logger("herald.web")
+
+MAX_TEXT = 32_000
+_ID_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:@")
+
+
+def load_or_create_token(path: Path) -> str:
+    if path.exists():
+        token = path.read_text().strip()
+        if token:
+            return token
+    path.parent.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    os.chmod(path, 0o600)
+    return token
+
+
+def _valid_id(value: Any, what: str, max_len: int = 128) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not value or len(value) > max_len or not set(value) <= _ID_OK:
+        raise web.HTTPBadRequest(
+            text=json.dumps({"error": f"{what} must be a non-empty string of at most {max_len} characters "
+                                      "(letters, digits, - _ . : @)"}),
+            content_type="application/json",
+        )
+    return value
+
+
+def _public(row: dict[str, Any]) -> dict[str, Any]:
+    return {"id": row["message_id"], "role": row["role"], "text": row["text"], "buttons": row["buttons"] or []}
+
+
+class WebAdapter(PlatformAdapter):
+    name = "web"
+    capabilities = Capabilities(max_message_length=16_000, dialect="markdown", buttons=True, edits=True,
+                                threads=False, typing=True)
+    prompt_hint = "You are talking in Herald's local web chat, which renders Markdown."
+    trusted = True  # every request carried the owner's bearer token
+
+    def __init__(self, runner: Any) -> None:
+        super().__init__(runner)
+        self.token = load_or_create_token(runner.paths.web_token_file)
+        self._subscribers: dict[str, set[asyncio.Queue[str]]] = {}
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        # Served by the runner's http app, which is already listening.
+        return None
+
+    async def stop(self) -> None:
+        for queues in self._subscribers.values():
+            for q in queues:
+                q.put_nowait("")  # wakes the stream so it can close
+        self._subscribers.clear()
+
+    # ---- outbound --------------------------------------------------------------------------------
+
+    async def send(self, chat_id: str, text: str, message: OutboundMessage) -> str:
+        message_id = f"a-{uuid.uuid4().hex}"
+        buttons = [{"id": b.id, "label": b.label} for b in message.buttons]
+        await self.runner.store.chat_log_add(self.name, chat_id, message_id, "assistant", text, buttons)
+        self._publish(chat_id, "message", {"id": message_id, "role": "assistant", "text": text, "buttons": buttons})
+        return message_id
+
+    async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None = None) -> None:
+        row = await self.runner.store.chat_log_edit(
+            self.name, message_id, text, [{"id": b.id, "label": b.label} for b in buttons or []]
+        )
+        if row is not None:
+            self._publish(row["chat_id"], "edit", _public(row))
+
+    async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
+        self._publish(chat_id, "typing", {})
+
+    def _publish(self, chat_id: str, event: str, data: dict[str, Any]) -> None:
+        queues = self._subscribers.get(chat_id)
+        if not queues:
+            return
+        frame = f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+        for q in list(queues):
+            if q.qsize() < 1000:
+                q.put_nowait(frame)
+
+    # ---- http API --------------------------------------------------------------------------------
+
+    def http_routes(self) -> list[Any]:
+        return [
+            web.post("/api/v1/messages", self._post_message),
+            web.get("/api/v1/chats/{chat_id}/messages", self._get_messages),
+            web.post("/api/v1/chats/{chat_id}/buttons/{button_id}", self._press_button),
+            web.get("/api/v1/chats/{chat_id}/events", self._events),
+        ]
+
+    def authorized(self, request: web.Request) -> bool:
+        header = request.headers.get("Authorization", "")
+        scheme, _, supplied = header.partition(" ")
+        if scheme.lower() != "bearer" or not supplied:
+            return False
+        return hmac.compare_digest(supplied.strip().encode(), self.token.encode())
+
+    async def _json(self, request: web.Request) -> dict[str, Any]:
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
+            raise web.HTTPBadRequest(text='{"error": "body must be JSON"}', content_type="application/json") from None
+        if not isinstance(body, dict):
+            raise web.HTTPBadRequest(text='{"error": "body must be a JSON object"}', content_type="application/json")
+        return body
+
+    async def _post_message(self, request: web.Request) -> web.Response:
+        body = await self._json(request)
+        chat_id = _valid_id(body.get("chat_id"), "chat_id")
+        user_id = _valid_id(body.get("user_id"), "user_id")
+        text = body.get("text")
+        if not isinstance(text, str) or not text.strip() or len(text) > MAX_TEXT:
+            raise web.HTTPBadRequest(text=json.dumps({"error": f"text must be a non-empty string of at most {MAX_TEXT} "
+                                                               "characters"}), content_type="application/json")
+        supplied = body.get("message_id")
+        message_id = _valid_id(supplied, "message_id") if supplied is not None else uuid.uuid4().hex
+        # Client ids are only unique within a chat.
+        msg = InboundMessage(
+            source=Source(platform=self.name, chat_id=chat_id, user_id=user_id, chat_type="dm"),
+            text=text, platform_message_id=f"{chat_id}/{message_id}", received_at=time.time(),
+        )
+        public_id = f"u-{chat_id}-{message_id}"
+        from gateway.runner import ShuttingDown
+
+        if self.runner.stopping:
+            raise web.HTTPServiceUnavailable(text='{"error": "shutting down"}', content_type="application/json")
+        # Logged first so the chat shows the question before any answer; the inbox decides about duplicates.
+        if await self.runner.store.chat_log_add(self.name, chat_id, public_id, "user", text, None, user_id):
+            self._publish(chat_id, "message", {"id": public_id, "role": "user", "text": text, "buttons": []})
+        try:
+            accepted = await self.handle_message(msg)
+        except ShuttingDown:
+            raise web.HTTPServiceUnavailable(text='{"error": "shutting down"}',
+                                             content_type="application/json") from None
+        return web.json_response({"id": public_id, "duplicate": not accepted}, status=202)
+
+    async def _get_messages(self, request: web.Request) -> web.Response:
+        chat_id = _valid_id(request.match_info["chat_id"], "chat_id")
+        rows = await self.runner.store.chat_log_list(self.name, chat_id)
+        return web.json_response({"messages": [_public(r) for r in rows]})
+
+    async def _press_button(self, request: web.Request) -> web.Response:
+        chat_id = _valid_id(request.match_info["chat_id"], "chat_id")
+        button_id = _valid_id(request.match_info["button_id"], "button_id")
+        body = await self._json(request)
+        user_id = _valid_id(body.get("user_id"), "user_id")
+        notice = await self.handle_button(
+            ButtonPress(Source(platform=self.name, chat_id=chat_id, user_id=user_id), button_id)
+        )
+        return web.json_response({"ok": True, "notice": notice})
+
+    async def _events(self, request: web.Request) -> web.StreamResponse:
+        chat_id = _valid_id(request.match_info["chat_id"], "chat_id")
+        response = web.StreamResponse(headers={
+            "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
+        })
+        await response.prepare(request)
+        queue: asyncio.Queue[str] = asyncio.Queue()
+        self._subscribers.setdefault(chat_id, set()).add(queue)
+        try:
+            await response.write(b": connected\n\n")
+            while True:
+                try:
+                    frame = await asyncio.wait_for(queue.get(), timeout=15)
+                except TimeoutError:
+                    frame = ": keep-alive\n\n"
+                if not frame:
+                    break
+                await response.write(frame.encode())
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            subs = self._subscribers.get(chat_id)
+            if subs is not None:
+                subs.discard(queue)
+                if not subs:
+                    self._subscribers.pop(chat_id, None)
+        return response

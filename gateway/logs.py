@@ -36,6 +36,7 @@ _MAX_BYTES = 10 * 1024 * 1024
 _BACKUP_COUNT = 5
 # Shorter values would match ordinary words and shred unrelated log text.
 _MIN_SECRET_LEN = 6
+_MAX_DEPTH = 16
 
 _LEVELS = {
     "debug": logging.DEBUG,
@@ -133,26 +134,28 @@ class _Redactor:
         bearer = match.group("bearer")
         return bearer + REDACTED if bearer else REDACTED
 
-    def value(self, value: Any) -> Any:
+    def value(self, value: Any, depth: int = 0) -> Any:
         """Redact a value of any shape; returns the same object when there was nothing to mask."""
         if isinstance(value, str):
             return self.text(value)
         if value is None or isinstance(value, bool | int | float):
             return value
-        if isinstance(value, dict):
-            out = {k: self.value(v) for k, v in value.items()}
-            return value if all(out[k] is value[k] for k in value) else out
-        if isinstance(value, list | tuple | set | frozenset):
-            items = [self.value(v) for v in value]
-            if all(a is b for a, b in zip(items, value, strict=True)):
-                return value
-            return items if not isinstance(value, tuple) else tuple(items)
+        # Past this depth (or in a cycle) the container is masked as one repr() string instead.
+        if depth < _MAX_DEPTH:
+            if isinstance(value, dict):
+                out = {k: self.value(v, depth + 1) for k, v in value.items()}
+                return value if all(out[k] is value[k] for k in value) else out
+            if isinstance(value, list | tuple | set | frozenset):
+                items = [self.value(v, depth + 1) for v in value]
+                if all(a is b for a, b in zip(items, value, strict=True)):
+                    return value
+                return tuple(items) if isinstance(value, tuple) else items
         # Renderers fall back to repr() for other objects (exceptions, URLs, models), which can carry
         # a token; mask that text, but keep the object when it is clean so rendering is unchanged.
         try:
             text = repr(value)
         except Exception:
-            return value
+            return "<unrepresentable>"
         masked = self.text(text)
         return value if masked is text else masked
 

@@ -83,8 +83,10 @@ class ShuttingDown(Exception):
 
 
 class GatewayRunner:
-    def __init__(self, cfg: Config, paths: Paths) -> None:
+    def __init__(self, cfg: Config, paths: Paths, extra_adapters: list[Any] | None = None) -> None:
+        """``extra_adapters``: factories of adapters beyond the configured platforms (test channels)."""
         self.cfg = cfg
+        self._extra_adapters = list(extra_adapters or [])
         self.paths = paths
         self.store = Store(cfg.database.url or f"sqlite+aiosqlite:///{paths.db_file}")
         self.delivery = Delivery(self.store)
@@ -122,6 +124,9 @@ class GatewayRunner:
             platform_cfg = getattr(self.cfg.platforms, name, None)
             if platform_cfg is not None and platform_cfg.enabled:
                 self.adapters[name] = adapter_class(name)(self)
+        for factory in self._extra_adapters:
+            adapter = factory(self)
+            self.adapters[adapter.name] = adapter
         from gateway.http import HttpServer
 
         self._http = HttpServer(self)

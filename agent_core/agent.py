@@ -1,0 +1,177 @@
+"""The synchronous agent loop: model call -> tool calls -> model call ... -> final answer.
+
+Runs in a worker thread. It knows nothing about platforms or asyncio; the gateway passes callbacks in
+and persists ``TurnResult.messages``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agent_core.errors import LLMError
+from agent_core.jsonrepair import repair_json
+from agent_core.llm import LLMClient
+from tools.registry import ToolContext, ToolRegistry
+
+log = logging.getLogger(__name__)
+
+EMPTY_REPLY = "(The model returned an empty reply.)"
+GRACE_NOTE = (
+    "[The tool-call budget for this turn is used up. Do not call any more tools. "
+    "Give your final answer now, based on what you have so far.]"
+)
+_INTERRUPTED_RESULT = json.dumps({"error": "not run: the turn was interrupted"})
+
+
+def _noop(_what: str) -> None:
+    return None
+
+
+@dataclass
+class TurnCallbacks:
+    on_activity: Callable[[str], None] = field(default=_noop)
+
+
+@dataclass
+class TurnResult:
+    status: Literal["ok", "interrupted", "error"]
+    text: str
+    messages: list[dict[str, Any]]
+    error_kind: str | None = None
+    iterations: int = 0
+
+
+class Agent:
+    def __init__(
+        self,
+        llm: LLMClient,
+        registry: ToolRegistry,
+        tool_names: list[str] | None,
+        max_iterations: int = 60,
+    ) -> None:
+        self.llm = llm
+        self.registry = registry
+        # None = every tool the config enables, resolved per turn (config decides, e.g. terminal.enabled).
+        self.tool_names = list(tool_names) if tool_names is not None else None
+        self.max_iterations = max_iterations
+
+    def run(
+        self,
+        system_prompt: str,
+        history: list[dict[str, Any]],
+        user_content: str | list[Any],
+        interrupt: threading.Event,
+        callbacks: TurnCallbacks,
+        ctx: ToolContext,
+    ) -> TurnResult:
+        def activity(what: str) -> None:
+            try:
+                callbacks.on_activity(what)
+            except Exception:
+                # A broken progress/heartbeat sink must not fail the user's turn.
+                log.exception("on_activity callback failed")
+
+        ctx.extras["on_activity"] = activity
+        names = self.tool_names if self.tool_names is not None else self.registry.names(ctx.config)
+        allowed = frozenset(names)
+        tools = self.registry.schemas(names) or None
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": system_prompt},
+            *history,
+            {"role": "user", "content": user_content},
+        ]
+        new: list[dict[str, Any]] = []
+        iterations = 0
+
+        def interrupted() -> TurnResult:
+            text = LLMError("interrupted").user_message()
+            return TurnResult("interrupted", text, new, "interrupted", iterations)
+
+        while True:
+            if interrupt.is_set():
+                return interrupted()
+            grace = iterations >= self.max_iterations
+            if grace:
+                # Budget spent and the model still wants tools: one last call, no tools, asking for an
+                # answer. The note is sent but not persisted; it is an instruction, not conversation.
+                request = [*messages, {"role": "user", "content": GRACE_NOTE}]
+                activity("model call (final, no tools)")
+            else:
+                request = messages
+                activity(f"model call {iterations + 1}")
+            try:
+                reply = self.llm.complete(request, None if grace else tools, interrupt)
+            except LLMError as exc:
+                if exc.kind == "interrupted":
+                    return interrupted()
+                log.warning(
+                    "turn failed",
+                    extra={"session_key": ctx.session_key, "kind": exc.kind, "status": exc.status},
+                )
+                return TurnResult("error", exc.user_message(), new, exc.kind, iterations)
+            iterations += 1
+            activity("model answered")
+
+            tool_calls = reply.get("tool_calls") or []
+            if grace or not tool_calls:
+                text = reply.get("content") or ""
+                if not text.strip():
+                    text = EMPTY_REPLY
+                # Tool calls the model makes in the grace call are dropped: they would never get results.
+                final = {"role": "assistant", "content": text}
+                new.append(final)
+                return TurnResult("ok", text, new, None, iterations)
+
+            parsed = self._normalise_calls(tool_calls)
+            assistant = {"role": "assistant", "content": reply.get("content"), "tool_calls": tool_calls}
+            messages.append(assistant)
+            new.append(assistant)
+            for n, (call, args) in enumerate(parsed):
+                if interrupt.is_set():
+                    # Every tool_call_id needs a result or the history is invalid for the next request.
+                    for rest, _ in parsed[n:]:
+                        self._append_tool(messages, new, rest["id"], _INTERRUPTED_RESULT)
+                    return interrupted()
+                name = call["function"]["name"]
+                activity(f"tool {name}")
+                if name not in allowed:
+                    result = json.dumps({"error": f"unknown tool: {name}", "available": sorted(allowed)})
+                else:
+                    result = self.registry.dispatch(name, args, ctx)
+                activity(f"tool {name} done")
+                self._append_tool(messages, new, call["id"], result)
+
+    @staticmethod
+    def _append_tool(messages: list[dict[str, Any]], new: list[dict[str, Any]], call_id: str, content: str) -> None:
+        msg = {"role": "tool", "tool_call_id": call_id, "content": content}
+        messages.append(msg)
+        new.append(msg)
+
+    @staticmethod
+    def _normalise_calls(tool_calls: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """Give every call an id and parseable arguments (rewritten in place, so the persisted history
+        carries the repaired JSON and servers never see the malformed text again)."""
+        out: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        for n, call in enumerate(tool_calls):
+            if not call.get("id"):
+                call["id"] = f"call_{n}"
+            fn = call.setdefault("function", {})
+            fn.setdefault("name", "")
+            raw = fn.get("arguments")
+            if isinstance(raw, dict):
+                args: dict[str, Any] = raw
+                fn["arguments"] = json.dumps(raw, ensure_ascii=False)
+            else:
+                args, repaired = repair_json(raw)
+                if repaired:
+                    log.info("repaired tool-call arguments", extra={"tool": fn["name"]})
+                    fn["arguments"] = json.dumps(args, ensure_ascii=False)
+                elif not raw:
+                    fn["arguments"] = "{}"
+            out.append((call, args))
+        return out

@@ -1,0 +1,257 @@
+"""Synchronous OpenAI-compatible chat client: retries with backoff, error classification, fallbacks.
+
+Runs in worker threads; one ``openai.OpenAI`` per endpoint is created up front and shared (the SDK's
+client is thread-safe), so a call costs one HTTP request and no set-up.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+
+from agent_core.errors import (
+    RETRYABLE_KINDS,
+    TRANSPORT_ERRORS,
+    ErrorKind,
+    LLMError,
+    classify,
+    parse_retry_after,
+)
+
+__all__ = [
+    "RETRYABLE_KINDS",
+    "Endpoint",
+    "ErrorKind",
+    "LLMClient",
+    "LLMError",
+    "classify",
+    "endpoints_from_config",
+    "parse_retry_after",
+]
+
+log = logging.getLogger(__name__)
+
+# Errors that are the request's own fault: another endpoint would refuse the same request.
+_REQUEST_FAULT = frozenset({"bad_request", "context_overflow"})
+
+
+@dataclass
+class Endpoint:
+    base_url: str
+    model: str
+    api_key: str | None = None
+
+
+def endpoints_from_config(model_cfg: Any, environ: dict[str, str] | None = None) -> list[Endpoint]:
+    """Primary + fallbacks from a ``gateway.config.ModelConfig`` (duck-typed: agent_core stays standalone)."""
+    import os
+
+    env = os.environ if environ is None else environ
+
+    def key(name: str | None) -> str | None:
+        return (env.get(name) or None) if name else None
+
+    eps = [Endpoint(model_cfg.base_url, model_cfg.name, key(model_cfg.api_key_env))]
+    eps += [Endpoint(f.base_url, f.name, key(f.api_key_env)) for f in model_cfg.fallbacks]
+    return eps
+
+
+class LLMClient:
+    def __init__(
+        self,
+        endpoints: list[Endpoint],
+        timeout: float = 120,
+        max_retries: int = 3,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        sleep: Callable[[float], None] | None = None,
+        rng: Callable[[], float] = random.random,
+        *,
+        stream: bool = False,
+        backoff_base: float = 1.0,
+        backoff_cap: float = 30.0,
+        max_retry_after: float = 60.0,
+    ) -> None:
+        if not endpoints:
+            raise ValueError("LLMClient needs at least one endpoint")
+        self.endpoints = list(endpoints)
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.stream = stream
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        # A Retry-After longer than this means "not soon": better to try the fallback than stall the chat.
+        self.max_retry_after = max_retry_after
+        self._sleep = sleep
+        self._rng = rng
+        # The SDK's own retries are off: retry and fallback policy live here, with an interruptible wait.
+        self._clients = [
+            openai.OpenAI(base_url=ep.base_url, api_key=ep.api_key or "not-needed", timeout=timeout, max_retries=0)
+            for ep in self.endpoints
+        ]
+        self._extra: dict[str, Any] = {}
+        if temperature is not None:
+            self._extra["temperature"] = temperature
+        if max_tokens is not None:
+            self._extra["max_tokens"] = max_tokens
+
+    @classmethod
+    def from_config(cls, model_cfg: Any, **kwargs: Any) -> LLMClient:
+        return cls(
+            endpoints_from_config(model_cfg),
+            timeout=model_cfg.timeout_seconds,
+            max_retries=model_cfg.max_retries,
+            temperature=model_cfg.temperature,
+            max_tokens=model_cfg.max_tokens,
+            **kwargs,
+        )
+
+    def close(self) -> None:
+        for client in self._clients:
+            client.close()
+
+    # ------------------------------------------------------------------------------------------ public
+
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        interrupt: threading.Event | None = None,
+    ) -> dict[str, Any]:
+        """One assistant message (OpenAI format) for ``messages``, or an ``LLMError``."""
+        last: LLMError | None = None
+        for ep, client in zip(self.endpoints, self._clients, strict=True):
+            attempt = 0
+            while True:
+                if interrupt is not None and interrupt.is_set():
+                    raise LLMError("interrupted", "interrupted before the model call")
+                try:
+                    return self._call(client, ep, messages, tools, interrupt)
+                except LLMError as exc:
+                    err = exc
+                except (openai.OpenAIError, *TRANSPORT_ERRORS) as exc:
+                    err = classify(exc)
+                err.endpoint = ep.base_url
+                if err.kind == "interrupted" or err.kind in _REQUEST_FAULT:
+                    raise err
+                last = err
+                if not err.retryable or attempt >= self.max_retries:
+                    break
+                delay = self._delay(attempt, err.retry_after)
+                if delay is None:
+                    break
+                attempt += 1
+                log.warning(
+                    "llm call failed; retrying",
+                    extra={
+                        "endpoint": ep.base_url,
+                        "kind": err.kind,
+                        "status": err.status,
+                        "attempt": attempt,
+                        "delay": round(delay, 3),
+                    },
+                )
+                self._wait(delay, interrupt)
+            log.warning(
+                "llm endpoint gave up",
+                extra={"endpoint": ep.base_url, "kind": last.kind, "status": last.status},
+            )
+        assert last is not None
+        raise last
+
+    # ---------------------------------------------------------------------------------------- internals
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float | None:
+        if retry_after is not None:
+            return None if retry_after > self.max_retry_after else retry_after
+        # "Equal jitter": at least half the exponential step, so retries never bunch up at zero.
+        step = min(self.backoff_cap, self.backoff_base * (2**attempt))
+        return step / 2 + self._rng() * step / 2
+
+    def _wait(self, delay: float, interrupt: threading.Event | None) -> None:
+        if self._sleep is not None:
+            self._sleep(delay)
+            interrupted = interrupt is not None and interrupt.is_set()
+        elif interrupt is not None:
+            interrupted = interrupt.wait(delay)
+        else:
+            time.sleep(delay)
+            interrupted = False
+        if interrupted:
+            raise LLMError("interrupted", "interrupted while waiting to retry")
+
+    def _call(
+        self,
+        client: openai.OpenAI,
+        ep: Endpoint,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        interrupt: threading.Event | None,
+    ) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"model": ep.model, "messages": messages, **self._extra}
+        if tools:
+            kwargs["tools"] = tools
+        if self.stream:
+            return self._call_streaming(client, kwargs, interrupt)
+        resp = client.chat.completions.create(**kwargs)
+        if not resp.choices:
+            raise LLMError("server", "the response had no choices")
+        msg = resp.choices[0].message
+        out: dict[str, Any] = {"role": "assistant", "content": msg.content}
+        if msg.tool_calls:
+            out["tool_calls"] = [
+                {
+                    "id": tc.id,
+                    "type": "function",
+                    "function": {"name": tc.function.name, "arguments": tc.function.arguments or ""},
+                }
+                for tc in msg.tool_calls
+                if getattr(tc, "function", None) is not None
+            ]
+        return out
+
+    def _call_streaming(
+        self, client: openai.OpenAI, kwargs: dict[str, Any], interrupt: threading.Event | None
+    ) -> dict[str, Any]:
+        # Streaming lets /stop take effect mid-generation: the interrupt is checked between chunks.
+        parts: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        saw_choice = False
+        with client.chat.completions.create(stream=True, **kwargs) as stream:
+            for chunk in stream:
+                if interrupt is not None and interrupt.is_set():
+                    raise LLMError("interrupted", "interrupted during generation")
+                if not chunk.choices:
+                    continue
+                saw_choice = True
+                delta = chunk.choices[0].delta
+                if delta.content:
+                    parts.append(delta.content)
+                for tc in delta.tool_calls or ():
+                    slot = calls.setdefault(
+                        tc.index, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
+                    )
+                    if tc.id:
+                        slot["id"] = tc.id
+                    fn = tc.function
+                    if fn is not None:
+                        # Servers differ: some send the name once, some repeat it in every delta.
+                        if fn.name and fn.name != slot["function"]["name"]:
+                            slot["function"]["name"] += fn.name
+                        if fn.arguments:
+                            slot["function"]["arguments"] += fn.arguments
+        if not saw_choice:
+            raise LLMError("server", "the stream ended without a choice")
+        out: dict[str, Any] = {"role": "assistant", "content": "".join(parts) or None}
+        if calls:
+            out["tool_calls"] = [calls[i] for i in sorted(calls)]
+            for n, call in enumerate(out["tool_calls"]):
+                call["id"] = call["id"] or f"call_{n}"
+        return out

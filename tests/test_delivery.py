@@ -1,0 +1,124 @@
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway.delivery import Delivery, chunk_markdown, text_length, to_plain
+from gateway.platforms.base import FormattingError, OutboundMessage, PermanentError, RateLimited, TransientError
+
+
+@pytest.mark.parametrize("limit", [50, 120, 400])
+def test_chunks_fit_and_keep_code_blocks_balanced(limit):
+    code = "\n".join(f"line_{i} = {i} * 2" for i in range(60))
+    text = "Intro paragraph with words. " * 10 + "\n\n```python\n" + code + "\n```\n\nAfter the code. " * 3
+    chunks = chunk_markdown(text, limit)
+    assert len(chunks) > 1
+    for c in chunks:
+        assert text_length(c, "chars") <= limit
+        assert c.count("```") % 2 == 0, c
+    joined = "".join(chunks)
+    for i in range(60):
+        assert f"line_{i} = {i} * 2" in joined
+
+
+def test_chunks_measure_utf16_units():
+    text = "😀" * 3000  # 2 UTF-16 units each
+    chunks = chunk_markdown(text, 4096, "utf16")
+    assert all(text_length(c, "utf16") <= 4096 for c in chunks)
+    assert "".join(chunks) == text
+
+
+def test_short_text_is_one_chunk_and_nothing_is_lost():
+    assert chunk_markdown("hi", 10) == ["hi"]
+    words = " ".join(f"w{i}" for i in range(500))
+    assert "".join(chunk_markdown(words, 100)).split() == words.split()
+
+
+def test_plain_keeps_the_words():
+    assert to_plain("**bold** and `code` and [link](http://x)") == "bold and code and link (http://x)"
+
+
+class FakeStore:
+    def __init__(self):
+        self.records = []
+
+    async def outbox_sent_chunks(self, inbox_id):
+        return {r[3] for r in self.records if r[0] == inbox_id and r[5] == "sent"}
+
+    async def outbox_record(self, inbox_id, platform, chat_id, index, mid, status, error=None):
+        self.records.append((inbox_id, platform, chat_id, index, mid, status, error))
+
+
+class Recorder:
+    name = "rec"
+
+    def __init__(self, caps=None):
+        from gateway.platforms.base import Capabilities
+
+        self.capabilities = caps or Capabilities(max_message_length=100)
+        self.sent = []
+        self.failures = {}
+
+    async def send(self, chat_id, text, message):
+        plan = self.failures.get(chat_id)
+        if plan:
+            exc = plan.pop(0)
+            if exc is not None:
+                raise exc
+        self.sent.append((chat_id, text))
+        return f"id{len(self.sent)}"
+
+
+async def test_rate_limit_on_one_chat_does_not_hold_up_another():
+    store = FakeStore()
+    adapter = Recorder()
+    adapter.failures["slow"] = [RateLimited(0.5)]
+    delivery = Delivery(store)
+    slow = asyncio.create_task(delivery.deliver(adapter, "slow", OutboundMessage("for slow"), inbox_id=1))
+    await asyncio.sleep(0.05)
+    await delivery.deliver(adapter, "fast", OutboundMessage("for fast"), inbox_id=2)
+    assert adapter.sent == [("fast", "for fast")]
+    report = await slow
+    assert not report.failed
+    assert adapter.sent[-1] == ("slow", "for slow")
+
+
+async def test_transient_errors_are_retried_then_recorded_as_failed():
+    store = FakeStore()
+    adapter = Recorder()
+    adapter.failures["c"] = [TransientError("net down")] * 3
+    delivery = Delivery(store, max_attempts=3, base_delay=0.01)
+    report = await delivery.deliver(adapter, "c", OutboundMessage("x"), inbox_id=7)
+    assert report.failed and "gave up" in report.error
+    assert store.records[-1][5] == "failed"
+    adapter.failures["c"] = [TransientError("blip")]
+    report = await delivery.deliver(adapter, "c", OutboundMessage("y"), inbox_id=8)
+    assert not report.failed and adapter.sent == [("c", "y")]
+
+
+async def test_permanent_error_is_not_retried():
+    store = FakeStore()
+    adapter = Recorder()
+    adapter.failures["c"] = [PermanentError("blocked by the user"), None]
+    report = await Delivery(store).deliver(adapter, "c", OutboundMessage("x"), inbox_id=1)
+    assert report.failed and report.error == "blocked by the user"
+    assert adapter.sent == []
+
+
+async def test_formatting_rejection_resends_the_same_words_plain():
+    store = FakeStore()
+    adapter = Recorder()
+    adapter.failures["c"] = [FormattingError("can't parse entities")]
+    report = await Delivery(store).deliver(adapter, "c", OutboundMessage("**all** the words"), inbox_id=1)
+    assert not report.failed
+    assert adapter.sent == [("c", "all the words")]
+
+
+async def test_chunks_already_sent_are_skipped():
+    store = FakeStore()
+    adapter = Recorder()
+    text = "a" * 50 + "\n\n" + "b" * 50
+    await store.outbox_record(5, "rec", "c", 0, "old", "sent")
+    await Delivery(store).deliver(adapter, "c", OutboundMessage(text), inbox_id=5)
+    assert [t for _, t in adapter.sent] == ["b" * 50]

@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import json
+import threading
+
+from gateway.config import TerminalConfig, ToolsConfig
+from tools.registry import ToolContext, load_builtin_tools
+
+registry = load_builtin_tools()
+
+
+def make_ctx(tmp_path) -> ToolContext:
+    return ToolContext("s", str(tmp_path), threading.Event(), ToolsConfig(terminal=TerminalConfig()))
+
+
+def call(ctx, name, **args) -> dict:
+    return json.loads(registry.dispatch(name, args, ctx))
+
+
+def test_write_then_read_relative_path_creates_parents(tmp_path):
+    ctx = make_ctx(tmp_path)
+    res = call(ctx, "write_file", path="a/b/notes.txt", content="héllo\nworld\n")
+    assert res == {"path": str(tmp_path / "a/b/notes.txt"), "bytes_written": len("héllo\nworld\n".encode())}
+    assert (tmp_path / "a/b/notes.txt").read_text() == "héllo\nworld\n"
+    read = call(ctx, "read_file", path="a/b/notes.txt")
+    assert read["content"] == "1\théllo\n2\tworld"
+    assert read["total_lines"] == 2 and "next_offset" not in read
+
+
+def test_read_offset_and_limit(tmp_path):
+    (tmp_path / "n.txt").write_text("".join(f"line {i}\n" for i in range(1, 21)))
+    res = call(make_ctx(tmp_path), "read_file", path=str(tmp_path / "n.txt"), offset=10, limit=3)
+    assert res["content"].splitlines() == ["10\tline 10", "11\tline 11", "12\tline 12"]
+    assert res["next_offset"] == 13 and res["total_lines"] == 20
+
+
+def test_read_errors(tmp_path):
+    ctx = make_ctx(tmp_path)
+    assert "not found" in call(ctx, "read_file", path="missing.txt")["error"]
+    (tmp_path / "bin").write_bytes(b"\x00\x01\x02")
+    assert "binary" in call(ctx, "read_file", path="bin")["error"]
+    assert "directory" in call(ctx, "read_file", path=".")["error"]
+    (tmp_path / "t").write_text("x")
+    assert "offset" in call(ctx, "read_file", path="t", offset=0)["error"]
+
+
+def test_overwrite_keeps_mode(tmp_path):
+    target = tmp_path / "run.sh"
+    target.write_text("old")
+    target.chmod(0o750)
+    call(make_ctx(tmp_path), "write_file", path="run.sh", content="new")
+    assert target.read_text() == "new" and (target.stat().st_mode & 0o777) == 0o750
+    assert [p.name for p in tmp_path.iterdir()] == ["run.sh"]

@@ -1,0 +1,158 @@
+"""Tool registry: built-in modules register themselves with the ``@tool`` decorator on import."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.config import ToolsConfig
+
+log = logging.getLogger(__name__)
+
+BUILTIN_MODULES = ("tools.terminal", "tools.files")
+
+
+def always(_config: ToolsConfig) -> bool:
+    return True
+
+
+@dataclass
+class ToolContext:
+    session_key: str
+    cwd: str
+    interrupt: threading.Event
+    config: ToolsConfig
+    # Hooks the gateway or agent attach (``on_activity``, approval, secret_env_names, ...).
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def heartbeat(self, what: str) -> None:
+        """Tell the turn's watchdog a long-running tool is still alive."""
+        fn = self.extras.get("on_activity")
+        if fn is not None:
+            try:
+                fn(what)
+            except Exception:
+                log.exception("on_activity callback failed")
+
+
+Handler = Callable[[dict[str, Any], ToolContext], Any]
+
+
+@dataclass
+class Tool:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    handler: Handler
+    toolset: str = "core"
+    max_result_chars: int | None = None
+    check_enabled: Callable[[ToolsConfig], bool] = always
+
+    def schema(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+
+def error(message: str, **fields: Any) -> str:
+    return json.dumps({"error": message, **fields}, ensure_ascii=False)
+
+
+class ToolRegistry:
+    def __init__(self) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._schema_cache: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+
+    def register(self, tool: Tool, *, replace: bool = False) -> Tool:
+        if tool.name in self._tools and not replace:
+            raise ValueError(f"tool {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+        self._schema_cache.clear()
+        return tool
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def names(self, config: ToolsConfig, toolsets: Iterable[str] | None = None) -> list[str]:
+        wanted = set(toolsets) if toolsets is not None else None
+        return sorted(
+            t.name for t in self._tools.values() if (wanted is None or t.toolset in wanted) and t.check_enabled(config)
+        )
+
+    def schemas(self, names: Iterable[str]) -> list[dict[str, Any]]:
+        """OpenAI ``tools`` list, cached per name tuple. Shared: callers must not mutate it."""
+        key = tuple(names)
+        cached = self._schema_cache.get(key)
+        if cached is None:
+            cached = [self._tools[n].schema() for n in key if n in self._tools]
+            self._schema_cache[key] = cached
+        return cached
+
+    def dispatch(self, name: str, args: dict[str, Any], ctx: ToolContext) -> str:
+        """Run a tool; always returns a JSON string, never raises for tool failures."""
+        tool = self._tools.get(name)
+        if tool is None:
+            return error(f"unknown tool: {name}", available=self.names(ctx.config))
+        # Checked again here, not only when building the schema list, so that a model naming a
+        # disabled tool (e.g. terminal) cannot run it.
+        if not tool.check_enabled(ctx.config):
+            return error(f"tool {name} is disabled in the configuration")
+        if not isinstance(args, dict):
+            return error("tool arguments must be a JSON object")
+        missing = [p for p in tool.parameters.get("required", ()) if p not in args]
+        if missing:
+            return error(f"missing required argument(s): {', '.join(missing)}")
+        try:
+            result = tool.handler(args, ctx)
+        except Exception as exc:
+            log.warning("tool failed", extra={"tool": name, "session_key": ctx.session_key}, exc_info=True)
+            return error(f"{type(exc).__name__}: {exc}")
+        if not isinstance(result, str):
+            result = json.dumps(result, ensure_ascii=False, default=str)
+        limit = tool.max_result_chars or ctx.config.max_result_chars
+        if len(result) > limit:
+            # Wrapped rather than cut, so the result stays valid JSON and says what happened.
+            result = json.dumps(
+                {
+                    "truncated": True,
+                    "note": f"result was {len(result)} chars; only the first {limit} are shown",
+                    "content": result[:limit],
+                },
+                ensure_ascii=False,
+            )
+        return result
+
+
+registry = ToolRegistry()
+
+
+def tool(
+    name: str,
+    description: str,
+    parameters: dict[str, Any],
+    *,
+    toolset: str = "core",
+    max_result_chars: int | None = None,
+    check_enabled: Callable[[ToolsConfig], bool] = always,
+    target: ToolRegistry | None = None,
+) -> Callable[[Handler], Handler]:
+    def decorate(fn: Handler) -> Handler:
+        (target or registry).register(Tool(name, description, parameters, fn, toolset, max_result_chars, check_enabled))
+        return fn
+
+    return decorate
+
+
+def load_builtin_tools() -> ToolRegistry:
+    for module in BUILTIN_MODULES:
+        importlib.import_module(module)
+    return registry

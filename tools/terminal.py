@@ -1,0 +1,187 @@
+"""The ``terminal`` tool: one bash command in its own process group, bounded in time and output."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from gateway.config import ToolsConfig
+from tools.registry import ToolContext, error, tool
+
+_POLL = 0.05
+_TERM_GRACE = 1.0
+_HEARTBEAT_EVERY = 5.0
+# After the shell exits, background jobs may still hold the pipe; wait this long for their output.
+_DRAIN_AFTER_EXIT = 0.3
+
+
+def _enabled(config: ToolsConfig) -> bool:
+    return config.terminal.enabled
+
+
+def resolve_cwd(ctx: ToolContext) -> str:
+    configured = ctx.config.terminal.cwd
+    base = configured or ctx.cwd or str(Path.home())
+    return str(Path(base).expanduser())
+
+
+class _Capture:
+    """Drains a pipe in a thread keeping only head and tail, so a chatty command cannot exhaust memory."""
+
+    def __init__(self, stream: Any, cap: int) -> None:
+        self.half = max(1, cap // 2)
+        self.head = bytearray()
+        self.tail: collections.deque[bytes] = collections.deque()
+        self.tail_len = 0
+        self.total = 0
+        self._stream = stream
+        self.thread = threading.Thread(target=self._run, name="terminal-capture", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            while chunk := self._stream.read1(65536):
+                self.total += len(chunk)
+                room = self.half - len(self.head)
+                if room > 0:
+                    self.head += chunk[:room]
+                    chunk = chunk[room:]
+                if chunk:
+                    self.tail.append(chunk)
+                    self.tail_len += len(chunk)
+                    while self.tail and self.tail_len - len(self.tail[0]) >= self.half:
+                        self.tail_len -= len(self.tail.popleft())
+        except (OSError, ValueError):
+            pass
+        finally:
+            try:
+                self._stream.close()
+            except OSError:
+                pass
+
+    def text(self) -> str:
+        tail = b"".join(self.tail)
+        head = bytes(self.head)
+        if self.total <= len(head) + len(tail):
+            return (head + tail).decode("utf-8", "replace")
+        tail = tail[-self.half :]
+        omitted = self.total - len(head) - len(tail)
+        return (
+            head.decode("utf-8", "replace")
+            + f"\n\n[... {omitted} bytes of output omitted ...]\n\n"
+            + tail.decode("utf-8", "replace")
+        )
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=_TERM_GRACE)
+    except subprocess.TimeoutExpired:
+        pass
+    # Children may ignore SIGTERM or outlive the leader; the whole group gets SIGKILL regardless.
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _child_env(ctx: ToolContext) -> dict[str, str]:
+    env = dict(os.environ)
+    # The gateway passes the names of secret-holding variables so the agent cannot `env` them out.
+    for name in ctx.extras.get("secret_env_names", ()):
+        env.pop(name, None)
+    return env
+
+
+def run_command(command: str, ctx: ToolContext, timeout: float | None = None) -> dict[str, Any]:
+    tcfg = ctx.config.terminal
+    limit = tcfg.timeout_seconds if timeout is None else min(timeout, tcfg.timeout_seconds)
+    cwd = resolve_cwd(ctx)
+    if not os.path.isdir(cwd):
+        return {"error": f"working directory does not exist: {cwd}"}
+    proc = subprocess.Popen(
+        ["/bin/bash", "-c", command],
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=_child_env(ctx),
+    )
+    capture = _Capture(proc.stdout, tcfg.max_output_chars)
+    deadline = time.monotonic() + limit
+    next_beat = time.monotonic() + _HEARTBEAT_EVERY
+    timed_out = interrupted = False
+    while True:
+        try:
+            proc.wait(timeout=_POLL)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        if ctx.interrupt.is_set():
+            interrupted = True
+        elif now >= deadline:
+            timed_out = True
+        if interrupted or timed_out:
+            _kill_group(proc)
+            break
+        if now >= next_beat:
+            ctx.heartbeat("terminal: command still running")
+            next_beat = now + _HEARTBEAT_EVERY
+    capture.thread.join(timeout=_DRAIN_AFTER_EXIT)
+    output = capture.text()
+    if capture.thread.is_alive():
+        output += "\n[background processes still hold the output; later output is not captured]"
+    result: dict[str, Any] = {
+        "exit_code": None if (timed_out or interrupted) else proc.returncode,
+        "output": output,
+        "timed_out": timed_out,
+    }
+    if timed_out:
+        result["note"] = f"killed after {limit:g}s timeout"
+    if interrupted:
+        result["interrupted"] = True
+    return result
+
+
+@tool(
+    "terminal",
+    "Run a shell command with /bin/bash -c on the host and return its combined stdout/stderr and exit "
+    "code. No stdin; use non-interactive flags. Long output is cut in the middle.",
+    {
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "The bash command line to run."},
+            "timeout": {"type": "number", "description": "Seconds before the command is killed."},
+        },
+        "required": ["command"],
+    },
+    toolset="terminal",
+    check_enabled=_enabled,
+)
+def terminal(args: dict[str, Any], ctx: ToolContext) -> str:
+    command = args.get("command")
+    if not isinstance(command, str) or not command.strip():
+        return error("command must be a non-empty string")
+    timeout = args.get("timeout")
+    if timeout is not None:
+        try:
+            timeout = float(timeout)
+        except (TypeError, ValueError):
+            return error("timeout must be a number of seconds")
+        if timeout <= 0:
+            timeout = None
+    return json.dumps(run_command(command, ctx, timeout), ensure_ascii=False)

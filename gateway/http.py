@@ -96,6 +96,9 @@ class HttpServer:
         queued = sum(len(lane.queue) for lane in self.runner.lanes.values())
         lines += ["# TYPE herald_turns_running gauge", f"herald_turns_running {running}",
                   "# TYPE herald_messages_queued gauge", f"herald_messages_queued {queued}"]
+        p50, p99, worst = self.runner.loop_lag_quantiles()
+        lines += ["# TYPE herald_loop_lag_seconds summary", f"herald_loop_lag_p50_seconds {p50:.6f}",
+                  f"herald_loop_lag_p99_seconds {p99:.6f}", f"herald_loop_lag_max_seconds {worst:.6f}"]
         for name, adapter in self.runner.adapters.items():
             up = 1 if adapter.state == "connected" else 0
             lines.append(f'herald_adapter_connected{{platform={json.dumps(name)}}} {up}')

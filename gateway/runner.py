@@ -11,6 +11,7 @@ import asyncio
 import contextvars
 import os
 import random
+import re
 import threading
 import time
 import uuid
@@ -24,7 +25,7 @@ import structlog
 from gateway import access
 from gateway.builtin_commands import register_builtin_commands
 from gateway.commands import CommandContext, CommandRegistry, ParsedCommand, parse_command
-from gateway.config import Config, Paths, secret
+from gateway.config import Config, Paths, secret, secret_env_names
 from gateway.db import Store
 from gateway.delivery import Delivery
 from gateway.platforms import PLATFORMS, adapter_class
@@ -33,6 +34,8 @@ from gateway.session.keys import session_key
 from gateway.session.manager import SessionManager
 
 log = structlog.get_logger("herald.runner")
+
+_SECRET_NAME = re.compile(r"(TOKEN|API_KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.I)
 
 NO_MODEL_TEXT = (
     "No model is configured yet: set model.base_url, model.name and model.api_key_env in "
@@ -99,6 +102,7 @@ class GatewayRunner:
         self.started_at = time.time()
         self.stopping = False
         self.stop_event = asyncio.Event()
+        self.loop_lag: deque[float] = deque(maxlen=1200)  # the last minute of 50 ms probes
         self.counters: dict[str, int] = {
             "messages_accepted": 0, "messages_duplicate": 0, "messages_denied": 0, "turns_started": 0,
             "turns_ok": 0, "turns_failed": 0, "turns_interrupted": 0, "turns_timed_out": 0, "queue_rejected": 0,
@@ -109,6 +113,7 @@ class GatewayRunner:
         self._http: Any = None
         self._agent: Any = None
         self._tool_names: list[str] = []
+        self._secret_env_names: list[str] = []
         self._prompt_cache: dict[str, str] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
 
@@ -134,6 +139,7 @@ class GatewayRunner:
         for adapter in self.adapters.values():
             self._spawn(self._supervise(adapter), name=f"adapter:{adapter.name}")
         self._spawn(self._watchdog(), name="watchdog")
+        self._spawn(self._measure_loop_lag(), name="loop-lag")
         await self._recover()
         log.info("gateway_started", adapters=list(self.adapters), http=f"{self.cfg.http.host}:{self.http_port}",
                  model=self.cfg.model.name or None)
@@ -218,6 +224,9 @@ class GatewayRunner:
         llm = LLMClient(endpoints, timeout=m.timeout_seconds, max_retries=m.max_retries,
                         temperature=m.temperature, max_tokens=m.max_tokens)
         self._tool_names = registry.names(self.cfg.tools)
+        # The agent's shell must not be able to read the daemon's credentials with `env`.
+        named = set(secret_env_names(self.cfg))
+        self._secret_env_names = sorted(named | {n for n in os.environ if _SECRET_NAME.search(n)})
         return Agent(llm, registry, self._tool_names, max_iterations=m.max_iterations)
 
     def _system_prompt(self, platform: str) -> str:
@@ -404,7 +413,8 @@ class GatewayRunner:
             turn.last_step = step
 
         cwd = self.cfg.tools.terminal.cwd or os.path.expanduser("~")
-        ctx = ToolContext(session_key=turn.key, cwd=cwd, interrupt=turn.interrupt, config=self.cfg.tools)
+        ctx = ToolContext(session_key=turn.key, cwd=cwd, interrupt=turn.interrupt, config=self.cfg.tools,
+                          extras={"secret_env_names": self._secret_env_names})
         return self._agent.run(session["system_prompt"] or "", history, user_msg["content"], turn.interrupt,
                                TurnCallbacks(on_activity=on_activity), ctx)
 
@@ -471,6 +481,20 @@ class GatewayRunner:
                 if turn is not None and now - turn.last_activity > limit:
                     log.warning("turn_stuck", session_key=lane.key, last_step=turn.last_step)
                     turn.abandon("timeout")
+
+    async def _measure_loop_lag(self, period: float = 0.05) -> None:
+        """How late the loop wakes a timer: the number that says whether anything blocks it."""
+        while True:
+            start = time.perf_counter()
+            await asyncio.sleep(period)
+            self.loop_lag.append(max(0.0, time.perf_counter() - start - period))
+
+    def loop_lag_quantiles(self) -> tuple[float, float, float]:
+        samples = sorted(self.loop_lag)
+        if not samples:
+            return 0.0, 0.0, 0.0
+        pick = lambda q: samples[min(len(samples) - 1, int(q * len(samples)))]  # noqa: E731
+        return pick(0.5), pick(0.99), samples[-1]
 
     def _user_content(self, msg: InboundMessage) -> str:
         if not msg.attachments:

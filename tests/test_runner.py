@@ -211,3 +211,15 @@ async def test_adapter_that_fails_to_start_is_retried(make_runner, fake_llm, mon
             break
         await asyncio.sleep(0.05)
     assert runner.readiness()[0] and flaky.start_calls == 2
+
+
+async def test_the_agents_shell_cannot_read_the_daemons_secrets(make_runner, fake_llm, monkeypatch):
+    monkeypatch.setenv("SOME_BOT_TOKEN", "tok-very-secret-value")
+    monkeypatch.setenv("HERALD_TEST_MODEL_KEY", "sk-test-not-for-the-shell")
+    _runner, qa = await make_runner({"tools": {"terminal": {"enabled": True}},
+                                    "model": {"api_key_env": "HERALD_TEST_MODEL_KEY"}})
+    await qa.say('[tool=terminal:{"command":"env; echo marker-$((40+2))"}]')
+    texts = await qa.wait_for(lambda t: any("tool said" in x for x in t))
+    out = next(x for x in texts if "tool said" in x)
+    assert "marker-42" in out
+    assert "tok-very-secret-value" not in out and "sk-test-not-for-the-shell" not in out

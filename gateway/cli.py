@@ -57,6 +57,9 @@ def run(config: Annotated[str | None, typer.Option("--config", "-c", help="path 
     paths.home.mkdir(parents=True, exist_ok=True)
     secrets = [os.environ[name] for name in secret_env_names(cfg) if os.environ.get(name)]
     configure_logging(paths.logs_dir, cfg.logging.level, secrets=secrets)
+    # The loop gives up the GIL at every socket call and must win it back from busy turn threads; at the
+    # default 5 ms switch interval each of those waits shows up as loop lag and ingress latency.
+    sys.setswitchinterval(0.001)
     code = asyncio.run(_serve(cfg, paths))
     # Abandoned turns may still sit in a blocking call in a worker thread; don't let them hold the exit.
     sys.stdout.flush()

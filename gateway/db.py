@@ -7,9 +7,12 @@ chat log that the web chat serves.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy import (
@@ -25,13 +28,16 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     and_,
+    create_engine,
     event,
     func,
     insert,
     select,
     update,
 )
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import StaticPool
 
 metadata = MetaData()
 
@@ -70,7 +76,7 @@ inbox = Table(
     Column("platform_message_id", String(256), nullable=False),
     Column("session_key", String(512), nullable=False),
     Column("payload", JSON, nullable=False),
-    # pending -> running -> replied (answer stored, delivery under way) -> done | failed | cancelled
+    # pending -> replied (answer stored, delivery under way) -> done | failed | cancelled | rejected | denied
     Column("status", String(16), nullable=False),
     Column("reply", Text, nullable=True),
     Column("error", Text, nullable=True),
@@ -113,20 +119,28 @@ chat_log = Table(
 )
 
 
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.close()
+
+
 def make_engine(url: str) -> AsyncEngine:
     if url.startswith("sqlite"):
         engine = create_async_engine(url, connect_args={"timeout": 30})
-
-        @event.listens_for(engine.sync_engine, "connect")
-        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
-            cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=NORMAL")
-            cur.execute("PRAGMA busy_timeout=30000")
-            cur.close()
-
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
     return create_async_engine(url, pool_size=10, max_overflow=10, pool_pre_ping=True)
+
+
+def make_sqlite_writer(url: str) -> Engine:
+    """The one connection that writes to a SQLite file, used only from the store's writer thread."""
+    engine = create_engine(url.replace("sqlite+aiosqlite", "sqlite+pysqlite", 1), poolclass=StaticPool,
+                           connect_args={"timeout": 30, "check_same_thread": False})
+    event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
 
 
 def _is_unique_violation(exc: Exception) -> bool:
@@ -140,13 +154,82 @@ class Store:
     def __init__(self, url: str) -> None:
         self.url = url
         self.engine = make_engine(url)
+        # SQLite has one writer at a time. Our writes queue here and one thread commits whatever piled up
+        # in a single transaction (group commit): one hop to that thread per batch instead of a round trip
+        # to aiosqlite's thread for every statement, and no pooled connections colliding in SQLite's busy
+        # handler. Reads stay on aiosqlite. PostgreSQL takes every write as its own asyncpg transaction.
+        self._batched = url.startswith("sqlite")
+        self._write_lock = asyncio.Lock()
+        self._queue: list[tuple[WriteOp, asyncio.Future[Any]]] = []
+        self._writer: asyncio.Task[None] | None = None
+        self._writer_engine = make_sqlite_writer(url) if self._batched else None
+        self._writer_thread = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="db-writer") if self._batched else None
+        )
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncConnection]:
+        """A write transaction of its own (commits on exit), serialised with the batched writes."""
+        if not self._batched:
+            async with self.engine.begin() as conn:
+                yield conn
+            return
+        async with self._write_lock, self.engine.begin() as conn:
+            yield conn
+
+    async def run_write(self, op: WriteOp) -> Any:
+        """Run the synchronous ``op(conn)`` in a write transaction off the loop and return its result."""
+        if not self._batched:
+            async with self.engine.begin() as conn:
+                return await conn.run_sync(op)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._queue.append((op, future))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_batches())
+        return await asyncio.shield(future)
+
+    async def _write_batches(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._queue:
+            batch, self._queue = self._queue, []
+            async with self._write_lock:
+                outcomes = await loop.run_in_executor(self._writer_thread, self._commit_batch, [op for op, _ in batch])
+            for (_, future), (ok, value) in zip(batch, outcomes, strict=True):
+                if not future.done():
+                    if ok:
+                        future.set_result(value)
+                    else:
+                        future.set_exception(value)
+
+    def _commit_batch(self, ops: list[WriteOp]) -> list[tuple[bool, Any]]:
+        """In the writer thread: all ops in one transaction; if one fails, each on its own."""
+        assert self._writer_engine is not None
+        try:
+            with self._writer_engine.begin() as conn:
+                return [(True, op(conn)) for op in ops]
+        except Exception as exc:
+            if len(ops) == 1:
+                return [(False, exc)]
+        outcomes: list[tuple[bool, Any]] = []
+        for op in ops:
+            try:
+                with self._writer_engine.begin() as conn:
+                    outcomes.append((True, op(conn)))
+            except Exception as exc:
+                outcomes.append((False, exc))
+        return outcomes
 
     async def init(self) -> None:
-        async with self.engine.begin() as conn:
+        async with self.write() as conn:
             await conn.run_sync(metadata.create_all)
 
     async def close(self) -> None:
+        if self._writer is not None and not self._writer.done():
+            await self._writer
         await self.engine.dispose()
+        if self._writer_engine is not None and self._writer_thread is not None:
+            await asyncio.get_running_loop().run_in_executor(self._writer_thread, self._writer_engine.dispose)
+            self._writer_thread.shutdown(wait=False)
 
     # ---- inbox -------------------------------------------------------------------------------
 
@@ -154,16 +237,16 @@ class Store:
                         payload: dict[str, Any]) -> int | None:
         """Store an accepted message; ``None`` when this platform message was already taken."""
         now = time.time()
+        stmt = insert(inbox).values(
+            platform=platform, platform_message_id=platform_message_id, session_key=session_key,
+            payload=payload, status="pending", created_at=now, updated_at=now,
+        )
+
+        def op(conn: Connection) -> int:
+            return int(conn.execute(stmt).inserted_primary_key[0])
+
         try:
-            async with self.engine.begin() as conn:
-                result = await conn.execute(
-                    insert(inbox).values(
-                        platform=platform, platform_message_id=platform_message_id,
-                        session_key=session_key, payload=payload, status="pending",
-                        created_at=now, updated_at=now,
-                    )
-                )
-                return int(result.inserted_primary_key[0])
+            return await self.run_write(op)
         except Exception as exc:
             if _is_unique_violation(exc):
                 return None
@@ -176,8 +259,7 @@ class Store:
             values["reply"] = reply
         if error is not None:
             values["error"] = error
-        async with self.engine.begin() as conn:
-            await conn.execute(update(inbox).where(inbox.c.id == inbox_id).values(**values))
+        await self.run_write(_exec(update(inbox).where(inbox.c.id == inbox_id).values(**values)))
 
     async def inbox_unfinished(self) -> list[dict[str, Any]]:
         """Messages accepted but not finished before the last stop, oldest first."""
@@ -202,15 +284,20 @@ class Store:
             return {r[0] for r in rows}
 
     async def outbox_record(self, inbox_id: int | None, platform: str, chat_id: str, chunk_index: int,
-                            platform_message_id: str | None, status: str, error: str | None = None) -> None:
-        async with self.engine.begin() as conn:
-            await conn.execute(
-                insert(outbox).values(
-                    inbox_id=inbox_id, platform=platform, chat_id=chat_id, chunk_index=chunk_index,
-                    platform_message_id=platform_message_id, status=status, error=error,
-                    created_at=time.time(),
-                )
-            )
+                            platform_message_id: str | None, status: str, error: str | None = None,
+                            finish_inbox: str | None = None) -> None:
+        """Record one chunk; with ``finish_inbox`` the inbox row moves to that status in the same commit."""
+        now = time.time()
+        stmts = [insert(outbox).values(
+            inbox_id=inbox_id, platform=platform, chat_id=chat_id, chunk_index=chunk_index,
+            platform_message_id=platform_message_id, status=status, error=error, created_at=now,
+        )]
+        if finish_inbox is not None and inbox_id is not None:
+            values: dict[str, Any] = {"status": finish_inbox, "updated_at": now}
+            if error is not None:
+                values["error"] = error
+            stmts.append(update(inbox).where(inbox.c.id == inbox_id).values(**values))
+        await self.run_write(_exec(*stmts))
 
     # ---- sessions and messages ---------------------------------------------------------------
 
@@ -234,17 +321,15 @@ class Store:
             "system_prompt": system_prompt, "created_at": now, "updated_at": now,
             "ended_at": None, "end_reason": None,
         }
-        async with self.engine.begin() as conn:
-            await conn.execute(insert(sessions).values(**row))
+        await self.run_write(_exec(insert(sessions).values(**row)))
         return row
 
     async def session_end(self, session_id: str, reason: str) -> None:
-        async with self.engine.begin() as conn:
-            await conn.execute(
-                update(sessions)
-                .where(and_(sessions.c.id == session_id, sessions.c.ended_at.is_(None)))
-                .values(ended_at=time.time(), end_reason=reason)
-            )
+        await self.run_write(_exec(
+            update(sessions)
+            .where(and_(sessions.c.id == session_id, sessions.c.ended_at.is_(None)))
+            .values(ended_at=time.time(), end_reason=reason)
+        ))
 
     async def session_history(self, session_id: str) -> list[dict[str, Any]]:
         async with self.engine.connect() as conn:
@@ -275,15 +360,20 @@ class Store:
             }
             for m in msgs
         ]
-        async with self.engine.begin() as conn:
+        stmts: list[Any] = [update(sessions).where(sessions.c.id == session_id).values(updated_at=now)]
+        if inbox_id is not None and inbox_status is not None:
+            values: dict[str, Any] = {"status": inbox_status, "updated_at": now}
+            if reply is not None:
+                values["reply"] = reply
+            stmts.append(update(inbox).where(inbox.c.id == inbox_id).values(**values))
+
+        def op(conn: Connection) -> None:
             if rows:
-                await conn.execute(insert(messages), rows)
-            await conn.execute(update(sessions).where(sessions.c.id == session_id).values(updated_at=now))
-            if inbox_id is not None and inbox_status is not None:
-                values: dict[str, Any] = {"status": inbox_status, "updated_at": now}
-                if reply is not None:
-                    values["reply"] = reply
-                await conn.execute(update(inbox).where(inbox.c.id == inbox_id).values(**values))
+                conn.execute(insert(messages), rows)
+            for stmt in stmts:
+                conn.execute(stmt)
+
+        await self.run_write(op)
 
     # ---- chat log (web chat history) ---------------------------------------------------------
 
@@ -291,13 +381,10 @@ class Store:
                            buttons: list[dict[str, Any]] | None = None, user_id: str | None = None) -> bool:
         now = time.time()
         try:
-            async with self.engine.begin() as conn:
-                await conn.execute(
-                    insert(chat_log).values(
-                        platform=platform, chat_id=chat_id, message_id=message_id, role=role, user_id=user_id,
-                        text=text, buttons=buttons, created_at=now, updated_at=now,
-                    )
-                )
+            await self.run_write(_exec(insert(chat_log).values(
+                platform=platform, chat_id=chat_id, message_id=message_id, role=role, user_id=user_id,
+                text=text, buttons=buttons, created_at=now, updated_at=now,
+            )))
             return True
         except Exception as exc:
             if _is_unique_violation(exc):
@@ -309,16 +396,14 @@ class Store:
         values: dict[str, Any] = {"updated_at": time.time(), "buttons": buttons}
         if text is not None:
             values["text"] = text
-        async with self.engine.begin() as conn:
-            await conn.execute(
-                update(chat_log)
-                .where(and_(chat_log.c.platform == platform, chat_log.c.message_id == message_id))
-                .values(**values)
-            )
-            row = (await conn.execute(
-                select(chat_log).where(and_(chat_log.c.platform == platform, chat_log.c.message_id == message_id))
-            )).first()
+        where = and_(chat_log.c.platform == platform, chat_log.c.message_id == message_id)
+
+        def op(conn: Connection) -> dict[str, Any] | None:
+            conn.execute(update(chat_log).where(where).values(**values))
+            row = conn.execute(select(chat_log).where(where)).first()
             return dict(row._mapping) if row else None
+
+        return await self.run_write(op)
 
     async def chat_log_get(self, platform: str, message_id: str) -> dict[str, Any] | None:
         async with self.engine.connect() as conn:
@@ -336,6 +421,18 @@ class Store:
                 .limit(limit)
             )
             return [dict(r._mapping) for r in reversed(rows.all())]
+
+
+# A write: a synchronous function of a (sync) Connection, run off the loop inside a transaction.
+WriteOp = Callable[[Connection], Any]
+
+
+def _exec(*stmts: Any) -> WriteOp:
+    def op(conn: Connection) -> None:
+        for stmt in stmts:
+            conn.execute(stmt)
+
+    return op
 
 
 def _to_openai(row: Any) -> dict[str, Any]:

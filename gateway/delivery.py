@@ -150,11 +150,16 @@ class Delivery:
         return lock
 
     async def deliver(self, adapter: PlatformAdapter, chat_id: str, out: OutboundMessage,
-                      inbox_id: int | None = None) -> DeliveryReport:
+                      inbox_id: int | None = None, resume: bool = False, finish_inbox: bool = False) -> DeliveryReport:
+        """Send ``out``; ``resume`` skips chunks the outbox already has as sent for ``inbox_id``.
+
+        With ``finish_inbox`` the inbox row becomes done (or failed) in the same commit as the last chunk.
+        """
         caps = adapter.capabilities
         rendered = render(out.text, caps)
         chunks = chunk_markdown(rendered, caps.max_message_length, caps.length_unit) or [" "]
-        already = await self.store.outbox_sent_chunks(inbox_id) if inbox_id is not None else set()
+        already = await self.store.outbox_sent_chunks(inbox_id) if inbox_id is not None and resume else set()
+        finish = finish_inbox and inbox_id is not None
         report = DeliveryReport()
         async with self._lock(adapter.name, chat_id):
             last = len(chunks) - 1
@@ -169,11 +174,15 @@ class Delivery:
                     mid = await self._send_one(adapter, chat_id, chunk, piece, out.text if len(chunks) == 1 else None)
                 except PermanentError as exc:
                     report.failed, report.error = True, str(exc)
-                    await self.store.outbox_record(inbox_id, adapter.name, chat_id, index, None, "failed", str(exc))
+                    await self.store.outbox_record(inbox_id, adapter.name, chat_id, index, None, "failed", str(exc),
+                                                   finish_inbox="failed" if finish else None)
                     log.warning("delivery_failed", platform=adapter.name, chat_id=chat_id, chunk=index, error=str(exc))
                     return report
                 report.message_ids.append(mid)
-                await self.store.outbox_record(inbox_id, adapter.name, chat_id, index, mid, "sent")
+                await self.store.outbox_record(inbox_id, adapter.name, chat_id, index, mid, "sent",
+                                               finish_inbox="done" if finish and index == last else None)
+            if finish and last in already:
+                await self.store.inbox_set(inbox_id, "done")  # type: ignore[arg-type]
         return report
 
     async def _send_one(self, adapter: PlatformAdapter, chat_id: str, chunk: str, piece: OutboundMessage,

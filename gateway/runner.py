@@ -363,14 +363,22 @@ class GatewayRunner:
                 await self.store.inbox_set(item.inbox_id, "replied", reply=NO_MODEL_TEXT)
                 await self._deliver_reply(adapter, item, NO_MODEL_TEXT)
                 return
-            session = await self.sessions.get(lane.key, source.platform)
-            history = await self.store.session_history(session["id"])
-            await self.store.inbox_set(item.inbox_id, "running")
-            user_msg = {"role": "user", "content": self._user_content(msg)}
+            # The turn exists (and /stop can reach it) before the first await.
             now = time.monotonic()
             loop = asyncio.get_running_loop()
             turn = Turn(turn_id, lane.key, item, threading.Event(), loop.create_future(), now, now)
             lane.turn = turn
+            try:
+                session = await self.sessions.get(lane.key, source.platform)
+                history = await self.store.session_history(session["id"])
+            except BaseException:
+                lane.turn = None
+                raise
+            user_msg = {"role": "user", "content": self._user_content(msg)}
+            if turn.abandoned.done():
+                lane.turn = None
+                await self._turn_abandoned(adapter, item, session, user_msg, turn.abandoned.result())
+                return
             self.counters["turns_started"] += 1
             log.info("turn_started", queued_ms=round((time.time() - msg.received_at) * 1000, 2))
             typing = None
@@ -437,8 +445,8 @@ class GatewayRunner:
     async def _deliver_reply(self, adapter: PlatformAdapter, item: Accepted, text: str) -> None:
         source = item.msg.source
         out = OutboundMessage(text=text, reply_to=item.msg.platform_message_id, thread_id=source.thread_id)
-        report = await self.delivery.deliver(adapter, source.chat_id, out, item.inbox_id)
-        await self.store.inbox_set(item.inbox_id, "failed" if report.failed else "done", error=report.error)
+        report = await self.delivery.deliver(adapter, source.chat_id, out, item.inbox_id,
+                                             resume=item.resume_reply is not None, finish_inbox=True)
         log.info("turn_delivered", chunks=len(report.message_ids), failed=report.failed,
                  total_ms=round((time.time() - item.msg.received_at) * 1000, 2))
 
@@ -447,7 +455,7 @@ class GatewayRunner:
         source = item.msg.source
         log.info("turn_abandoned", reason=reason)
         if reason == "shutdown":
-            # The inbox row stays "running": the message is answered after the restart, not lost.
+            # The inbox row stays unfinished: the message is answered after the restart, not lost.
             await self.notify(adapter, source, "⚠️ Herald is restarting and had to cut this turn short; "
                                                "I'll answer your message when I'm back.")
             return
@@ -455,9 +463,8 @@ class GatewayRunner:
         self.sessions.touch(item.key)
         if reason == "timeout":
             self.counters["turns_timed_out"] += 1
-            minutes = self.cfg.gateway.turn_timeout_seconds / 60
-            await self.notify(adapter, source, f"⏱ I stopped this turn: nothing happened for {minutes:g} minutes. "
-                                               "Please try again.")
+            await self.notify(adapter, source, f"⏱ I stopped this turn: nothing happened for "
+                                               f"{_duration(self.cfg.gateway.turn_timeout_seconds)}. Please try again.")
         else:
             self.counters["turns_interrupted"] += 1
 
@@ -555,6 +562,12 @@ class GatewayRunner:
         }
         ready = not self.stopping and all(a.state == "connected" for a in self.adapters.values())
         return ready, states
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:g} seconds"
+    return f"{seconds / 60:g} minutes"
 
 
 def _swallow(future: asyncio.Future[Any]) -> None:

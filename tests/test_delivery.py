@@ -3,7 +3,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from sqlalchemy import select
 
+from gateway.db import Store, outbox
 from gateway.delivery import Delivery, chunk_markdown, text_length, to_plain
 from gateway.platforms.base import FormattingError, OutboundMessage, PermanentError, RateLimited, TransientError
 
@@ -39,15 +41,17 @@ def test_plain_keeps_the_words():
     assert to_plain("**bold** and `code` and [link](http://x)") == "bold and code and link (http://x)"
 
 
-class FakeStore:
-    def __init__(self):
-        self.records = []
+@pytest.fixture
+async def store(tmp_path):
+    store = Store(f"sqlite+aiosqlite:///{tmp_path / 'd.db'}")
+    await store.init()
+    yield store
+    await store.close()
 
-    async def outbox_sent_chunks(self, inbox_id):
-        return {r[3] for r in self.records if r[0] == inbox_id and r[5] == "sent"}
 
-    async def outbox_record(self, inbox_id, platform, chat_id, index, mid, status, error=None):
-        self.records.append((inbox_id, platform, chat_id, index, mid, status, error))
+async def outbox_rows(store):
+    async with store.engine.connect() as conn:
+        return [dict(r._mapping) for r in await conn.execute(select(outbox).order_by(outbox.c.id))]
 
 
 class Recorder:
@@ -70,8 +74,7 @@ class Recorder:
         return f"id{len(self.sent)}"
 
 
-async def test_rate_limit_on_one_chat_does_not_hold_up_another():
-    store = FakeStore()
+async def test_rate_limit_on_one_chat_does_not_hold_up_another(store):
     adapter = Recorder()
     adapter.failures["slow"] = [RateLimited(0.5)]
     delivery = Delivery(store)
@@ -84,21 +87,19 @@ async def test_rate_limit_on_one_chat_does_not_hold_up_another():
     assert adapter.sent[-1] == ("slow", "for slow")
 
 
-async def test_transient_errors_are_retried_then_recorded_as_failed():
-    store = FakeStore()
+async def test_transient_errors_are_retried_then_recorded_as_failed(store):
     adapter = Recorder()
     adapter.failures["c"] = [TransientError("net down")] * 3
     delivery = Delivery(store, max_attempts=3, base_delay=0.01)
     report = await delivery.deliver(adapter, "c", OutboundMessage("x"), inbox_id=7)
     assert report.failed and "gave up" in report.error
-    assert store.records[-1][5] == "failed"
+    assert (await outbox_rows(store))[-1]["status"] == "failed"
     adapter.failures["c"] = [TransientError("blip")]
     report = await delivery.deliver(adapter, "c", OutboundMessage("y"), inbox_id=8)
     assert not report.failed and adapter.sent == [("c", "y")]
 
 
-async def test_permanent_error_is_not_retried():
-    store = FakeStore()
+async def test_permanent_error_is_not_retried(store):
     adapter = Recorder()
     adapter.failures["c"] = [PermanentError("blocked by the user"), None]
     report = await Delivery(store).deliver(adapter, "c", OutboundMessage("x"), inbox_id=1)
@@ -106,8 +107,7 @@ async def test_permanent_error_is_not_retried():
     assert adapter.sent == []
 
 
-async def test_formatting_rejection_resends_the_same_words_plain():
-    store = FakeStore()
+async def test_formatting_rejection_resends_the_same_words_plain(store):
     adapter = Recorder()
     adapter.failures["c"] = [FormattingError("can't parse entities")]
     report = await Delivery(store).deliver(adapter, "c", OutboundMessage("**all** the words"), inbox_id=1)
@@ -115,10 +115,26 @@ async def test_formatting_rejection_resends_the_same_words_plain():
     assert adapter.sent == [("c", "all the words")]
 
 
-async def test_chunks_already_sent_are_skipped():
-    store = FakeStore()
+async def test_chunks_already_sent_are_skipped(store):
     adapter = Recorder()
     text = "a" * 50 + "\n\n" + "b" * 50
-    await store.outbox_record(5, "rec", "c", 0, "old", "sent")
-    await Delivery(store).deliver(adapter, "c", OutboundMessage(text), inbox_id=5)
+    inbox_id = await store.inbox_add("rec", "p1", "k", {})
+    await store.outbox_record(inbox_id, "rec", "c", 0, "old", "sent")
+    await Delivery(store).deliver(adapter, "c", OutboundMessage(text), inbox_id=inbox_id, resume=True,
+                                  finish_inbox=True)
     assert [t for _, t in adapter.sent] == ["b" * 50]
+    assert (await store.inbox_get(inbox_id))["status"] == "done"
+    assert [r["chunk_index"] for r in await outbox_rows(store)] == [0, 1]
+
+
+async def test_last_chunk_and_inbox_done_commit_together(store):
+    adapter = Recorder()
+    inbox_id = await store.inbox_add("rec", "p2", "k", {})
+    report = await Delivery(store).deliver(adapter, "c", OutboundMessage("one"), inbox_id=inbox_id, finish_inbox=True)
+    assert report.message_ids == ["id1"]
+    assert (await store.inbox_get(inbox_id))["status"] == "done"
+    adapter.failures["c"] = [PermanentError("chat not found")]
+    failed_id = await store.inbox_add("rec", "p3", "k", {})
+    await Delivery(store).deliver(adapter, "c", OutboundMessage("two"), inbox_id=failed_id, finish_inbox=True)
+    row = await store.inbox_get(failed_id)
+    assert row["status"] == "failed" and row["error"] == "chat not found"

@@ -164,14 +164,16 @@ class WebAdapter(PlatformAdapter):
 
         if self.runner.stopping:
             raise web.HTTPServiceUnavailable(text='{"error": "shutting down"}', content_type="application/json")
-        # Logged first so the chat shows the question before any answer; the inbox decides about duplicates.
-        if await self.runner.store.chat_log_add(self.name, chat_id, public_id, "user", text, None, user_id):
-            self._publish(chat_id, "message", {"id": public_id, "role": "user", "text": text, "buttons": []})
         try:
             accepted = await self.handle_message(msg)
         except ShuttingDown:
             raise web.HTTPServiceUnavailable(text='{"error": "shutting down"}',
                                              content_type="application/json") from None
+        if accepted:
+            # The turn is already under way; this write queues ahead of any answer's (writes are FIFO), so
+            # the chat log still shows the question first.
+            await self.runner.store.chat_log_add(self.name, chat_id, public_id, "user", text, None, user_id)
+            self._publish(chat_id, "message", {"id": public_id, "role": "user", "text": text, "buttons": []})
         return web.json_response({"id": public_id, "duplicate": not accepted}, status=202)
 
     async def _get_messages(self, request: web.Request) -> web.Response:

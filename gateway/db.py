@@ -135,10 +135,14 @@ def make_engine(url: str) -> AsyncEngine:
     return create_async_engine(url, pool_size=10, max_overflow=10, pool_pre_ping=True)
 
 
-def make_sqlite_writer(url: str) -> Engine:
-    """The one connection that writes to a SQLite file, used only from the store's writer thread."""
-    engine = create_engine(url.replace("sqlite+aiosqlite", "sqlite+pysqlite", 1), poolclass=StaticPool,
-                           connect_args={"timeout": 30, "check_same_thread": False})
+def make_sqlite_engine(url: str, readers: int = 0) -> Engine:
+    """A pysqlite engine for the store's own threads: one writer connection, or a pool of readers."""
+    sync_url = url.replace("sqlite+aiosqlite", "sqlite+pysqlite", 1)
+    args = {"timeout": 30, "check_same_thread": False}
+    if readers:
+        engine = create_engine(sync_url, pool_size=readers, max_overflow=0, connect_args=args)
+    else:
+        engine = create_engine(sync_url, poolclass=StaticPool, connect_args=args)
     event.listen(engine, "connect", _sqlite_pragmas)
     return engine
 
@@ -162,9 +166,14 @@ class Store:
         self._write_lock = asyncio.Lock()
         self._queue: list[tuple[WriteOp, asyncio.Future[Any]]] = []
         self._writer: asyncio.Task[None] | None = None
-        self._writer_engine = make_sqlite_writer(url) if self._batched else None
+        self._writer_engine = make_sqlite_engine(url) if self._batched else None
         self._writer_thread = (
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="db-writer") if self._batched else None
+        )
+        # Reads likewise: one hop to a reader thread per query (WAL lets them run beside the writer).
+        self._reader_engine = make_sqlite_engine(url, readers=READERS) if self._batched else None
+        self._reader_threads = (
+            ThreadPoolExecutor(max_workers=READERS, thread_name_prefix="db-reader") if self._batched else None
         )
 
     @asynccontextmanager
@@ -187,6 +196,18 @@ class Store:
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write_batches())
         return await asyncio.shield(future)
+
+    async def run_read(self, op: WriteOp) -> Any:
+        """Run the synchronous ``op(conn)`` on a read connection off the loop and return its result."""
+        if not self._batched:
+            async with self.engine.connect() as conn:
+                return await conn.run_sync(op)
+        return await asyncio.get_running_loop().run_in_executor(self._reader_threads, self._read, op)
+
+    def _read(self, op: WriteOp) -> Any:
+        assert self._reader_engine is not None
+        with self._reader_engine.connect() as conn:
+            return op(conn)
 
     async def _write_batches(self) -> None:
         loop = asyncio.get_running_loop()
@@ -230,6 +251,9 @@ class Store:
         if self._writer_engine is not None and self._writer_thread is not None:
             await asyncio.get_running_loop().run_in_executor(self._writer_thread, self._writer_engine.dispose)
             self._writer_thread.shutdown(wait=False)
+        if self._reader_engine is not None and self._reader_threads is not None:
+            self._reader_threads.shutdown(wait=True)
+            self._reader_engine.dispose()
 
     # ---- inbox -------------------------------------------------------------------------------
 
@@ -263,25 +287,20 @@ class Store:
 
     async def inbox_unfinished(self) -> list[dict[str, Any]]:
         """Messages accepted but not finished before the last stop, oldest first."""
-        async with self.engine.connect() as conn:
-            rows = await conn.execute(
-                select(inbox).where(inbox.c.status.in_(("pending", "running", "replied"))).order_by(inbox.c.id)
-            )
-            return [dict(r._mapping) for r in rows]
+        return await self.run_read(_all(
+            select(inbox).where(inbox.c.status.in_(("pending", "running", "replied"))).order_by(inbox.c.id)
+        ))
 
     async def inbox_get(self, inbox_id: int) -> dict[str, Any] | None:
-        async with self.engine.connect() as conn:
-            row = (await conn.execute(select(inbox).where(inbox.c.id == inbox_id))).first()
-            return dict(row._mapping) if row else None
+        return await self.run_read(_first(select(inbox).where(inbox.c.id == inbox_id)))
 
     # ---- outbox ------------------------------------------------------------------------------
 
     async def outbox_sent_chunks(self, inbox_id: int) -> set[int]:
-        async with self.engine.connect() as conn:
-            rows = await conn.execute(
-                select(outbox.c.chunk_index).where(and_(outbox.c.inbox_id == inbox_id, outbox.c.status == "sent"))
-            )
-            return {r[0] for r in rows}
+        rows = await self.run_read(_all(
+            select(outbox.c.chunk_index).where(and_(outbox.c.inbox_id == inbox_id, outbox.c.status == "sent"))
+        ))
+        return {r["chunk_index"] for r in rows}
 
     async def outbox_record(self, inbox_id: int | None, platform: str, chat_id: str, chunk_index: int,
                             platform_message_id: str | None, status: str, error: str | None = None,
@@ -302,16 +321,12 @@ class Store:
     # ---- sessions and messages ---------------------------------------------------------------
 
     async def session_active(self, key: str) -> dict[str, Any] | None:
-        async with self.engine.connect() as conn:
-            row = (
-                await conn.execute(
-                    select(sessions)
-                    .where(and_(sessions.c.key == key, sessions.c.ended_at.is_(None)))
-                    .order_by(sessions.c.created_at.desc())
-                    .limit(1)
-                )
-            ).first()
-            return dict(row._mapping) if row else None
+        return await self.run_read(_first(
+            select(sessions)
+            .where(and_(sessions.c.key == key, sessions.c.ended_at.is_(None)))
+            .order_by(sessions.c.created_at.desc())
+            .limit(1)
+        ))
 
     async def session_create(self, session_id: str, key: str, platform: str, system_prompt: str | None,
                              parent_id: str | None = None) -> dict[str, Any]:
@@ -332,21 +347,16 @@ class Store:
         ))
 
     async def session_history(self, session_id: str) -> list[dict[str, Any]]:
-        async with self.engine.connect() as conn:
-            rows = await conn.execute(
-                select(messages.c.role, messages.c.content, messages.c.tool_calls, messages.c.tool_call_id)
-                .where(messages.c.session_id == session_id)
-                .order_by(messages.c.id)
-            )
-            return [_to_openai(r) for r in rows]
+        stmt = (
+            select(messages.c.role, messages.c.content, messages.c.tool_calls, messages.c.tool_call_id)
+            .where(messages.c.session_id == session_id)
+            .order_by(messages.c.id)
+        )
+        return await self.run_read(lambda conn: [_to_openai(r) for r in conn.execute(stmt)])
 
     async def session_count_messages(self, session_id: str) -> int:
-        async with self.engine.connect() as conn:
-            return int(
-                (await conn.execute(
-                    select(func.count()).select_from(messages).where(messages.c.session_id == session_id)
-                )).scalar_one()
-            )
+        stmt = select(func.count()).select_from(messages).where(messages.c.session_id == session_id)
+        return int(await self.run_read(lambda conn: conn.execute(stmt).scalar_one()))
 
     async def append_messages(self, session_id: str, msgs: Iterable[dict[str, Any]],
                               inbox_id: int | None = None, inbox_status: str | None = None,
@@ -406,25 +416,37 @@ class Store:
         return await self.run_write(op)
 
     async def chat_log_get(self, platform: str, message_id: str) -> dict[str, Any] | None:
-        async with self.engine.connect() as conn:
-            row = (await conn.execute(
-                select(chat_log).where(and_(chat_log.c.platform == platform, chat_log.c.message_id == message_id))
-            )).first()
-            return dict(row._mapping) if row else None
+        return await self.run_read(_first(
+            select(chat_log).where(and_(chat_log.c.platform == platform, chat_log.c.message_id == message_id))
+        ))
 
     async def chat_log_list(self, platform: str, chat_id: str, limit: int = 500) -> list[dict[str, Any]]:
-        async with self.engine.connect() as conn:
-            rows = await conn.execute(
-                select(chat_log)
-                .where(and_(chat_log.c.platform == platform, chat_log.c.chat_id == chat_id))
-                .order_by(chat_log.c.id.desc())
-                .limit(limit)
-            )
-            return [dict(r._mapping) for r in reversed(rows.all())]
+        rows = await self.run_read(_all(
+            select(chat_log)
+            .where(and_(chat_log.c.platform == platform, chat_log.c.chat_id == chat_id))
+            .order_by(chat_log.c.id.desc())
+            .limit(limit)
+        ))
+        rows.reverse()
+        return rows
 
 
-# A write: a synchronous function of a (sync) Connection, run off the loop inside a transaction.
+# A database operation: a synchronous function of a (sync) Connection, run off the loop (writes inside a
+# transaction). On PostgreSQL it runs through asyncpg via run_sync; on SQLite in the store's threads.
 WriteOp = Callable[[Connection], Any]
+READERS = 2
+
+
+def _all(stmt: Any) -> WriteOp:
+    return lambda conn: [dict(r._mapping) for r in conn.execute(stmt)]
+
+
+def _first(stmt: Any) -> WriteOp:
+    def op(conn: Connection) -> dict[str, Any] | None:
+        row = conn.execute(stmt).first()
+        return dict(row._mapping) if row else None
+
+    return op
 
 
 def _exec(*stmts: Any) -> WriteOp:

@@ -16,6 +16,7 @@ def register_builtin_commands(registry: CommandRegistry) -> None:
     async def new(ctx: CommandContext) -> str:
         runner = ctx.runner
         stopped = runner.stop_turn(ctx.session_key)
+        await runner.approvals.deny_session(ctx.session_key, "new")
         await runner.sessions.reset(ctx.session_key, ctx.adapter.name, reason="new")
         lane = runner.lane(ctx.session_key)
         waiting = len(lane.queue) if lane else 0
@@ -29,7 +30,9 @@ def register_builtin_commands(registry: CommandRegistry) -> None:
     @registry.command("stop", "stop the running turn", aliases=("cancel",))
     async def stop(ctx: CommandContext) -> str:
         runner = ctx.runner
-        if not runner.stop_turn(ctx.session_key):
+        stopped = runner.stop_turn(ctx.session_key)
+        await runner.approvals.deny_session(ctx.session_key, "stop")  # its waiting commands: denied
+        if not stopped:
             return "Nothing is running."
         lane = runner.lane(ctx.session_key)
         waiting = len(lane.queue) if lane else 0

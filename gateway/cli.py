@@ -123,6 +123,9 @@ def paths() -> None:
         typer.echo(f"{label:10} {value}")
 
 
+app.add_typer(__import__("gateway.approvals_cli", fromlist=["app"]).app, name="approvals")
+
+
 def main() -> None:
     try:
         app()

@@ -93,7 +93,7 @@ class LoggingConfig(_Model):
 
 
 class TerminalConfig(_Model):
-    enabled: bool = False
+    enabled: bool = True  # dangerous commands still need approval in the chat (approvals.*)
     cwd: str | None = None
     timeout_seconds: float = Field(default=120.0, gt=0)
     max_output_chars: int = Field(default=20_000, ge=100)
@@ -104,12 +104,59 @@ class ToolsConfig(_Model):
     terminal: TerminalConfig = Field(default_factory=TerminalConfig)
 
 
+class ApprovalsConfig(_Model):
+    """Approving the agent's dangerous shell commands from the chat (gateway/approvals.py)."""
+
+    mode: Literal["manual", "off"] = "manual"
+    timeout_seconds: float = Field(default=300.0, gt=0)
+    # Per platform, user ids who may answer any prompt (besides the user who started the turn).
+    approvers: dict[str, list[str]] = Field(default_factory=dict)
+    # Exact commands or globs that never ask (only commands without shell operators).
+    allow: list[str] = Field(default_factory=list)
+    cron_mode: Literal["deny", "allow"] = "deny"
+
+    @field_validator("approvers", mode="before")
+    @classmethod
+    def _ids_as_strings(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: [str(x) for x in ids] if isinstance(ids, list) else ids for k, ids in v.items()}
+        return v
+
+
 class WebPlatformConfig(_Model):
     enabled: bool = True
 
 
+class TelegramConfig(_Model):
+    enabled: bool = False
+    token_env: str = "TELEGRAM_BOT_TOKEN"
+    base_url: str | None = None
+    mode: Literal["polling", "webhook"] = "polling"
+    public_url: str | None = None
+    webhook_path: str = "/telegram/webhook"
+    webhook_secret_env: str = "TELEGRAM_WEBHOOK_SECRET"
+    require_mention: bool = True
+    allowed_users: list[int] = Field(default_factory=list)
+    max_media_mb: float = Field(default=20.0, gt=0, le=2000)
+
+    @field_validator("webhook_path")
+    @classmethod
+    def _absolute_path(cls, v: str) -> str:
+        if not v.startswith("/") or "{" in v:
+            raise ValueError("must be an absolute URL path such as /telegram/webhook")
+        return v
+
+    @field_validator("base_url", "public_url")
+    @classmethod
+    def _http_url(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return v
+
+
 class PlatformsConfig(_Model):
     web: WebPlatformConfig = Field(default_factory=WebPlatformConfig)
+    telegram: TelegramConfig = Field(default_factory=TelegramConfig)
 
 
 class Config(_Model):
@@ -121,6 +168,7 @@ class Config(_Model):
     http: HttpConfig = Field(default_factory=HttpConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
     platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)
 
 
@@ -229,11 +277,16 @@ def secret(env_name: str | None) -> str | None:
 
 
 def secret_env_names(cfg: BaseModel) -> list[str]:
-    """Every environment variable the config names through a ``*_env`` key (for log redaction)."""
+    """Every environment variable the config names through a ``*_env`` key (for log redaction).
+
+    Sections switched off (``enabled: false``) are skipped: their credentials are never read.
+    """
     names: list[str] = []
 
     def walk(node: Any) -> None:
         if isinstance(node, BaseModel):
+            if getattr(node, "enabled", True) is False:
+                return  # a disabled platform's credential is never read
             for field in type(node).model_fields:
                 value = getattr(node, field)
                 if field.endswith("_env") and isinstance(value, str):

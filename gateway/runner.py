@@ -23,6 +23,7 @@ from typing import Any
 import structlog
 
 from gateway import access
+from gateway.approvals import ApprovalBroker  # also defines its tables before Store.init
 from gateway.builtin_commands import register_builtin_commands
 from gateway.commands import CommandContext, CommandRegistry, ParsedCommand, parse_command
 from gateway.config import Config, Paths, secret, secret_env_names
@@ -110,6 +111,7 @@ class GatewayRunner:
         self._tasks: set[asyncio.Task[Any]] = set()
         # Button id prefix -> handler; features that send buttons (approvals, ...) register here.
         self.button_handlers: dict[str, Any] = {}
+        self.approvals = ApprovalBroker(self)  # registers the "ap" buttons and /approve, /deny
         self._http: Any = None
         self._agent: Any = None
         self._tool_names: list[str] = []
@@ -132,6 +134,10 @@ class GatewayRunner:
         for factory in self._extra_adapters:
             adapter = factory(self)
             self.adapters[adapter.name] = adapter
+        await self.approvals.start()  # approvals left pending by the last run: denied; users told once connected
+        # Read what the last run left unfinished before anything can accept a new message: a message taken
+        # after this snapshot must not be picked up a second time by the recovery below.
+        unfinished = await self.store.inbox_unfinished()
         from gateway.http import HttpServer
 
         self._http = HttpServer(self)
@@ -140,7 +146,7 @@ class GatewayRunner:
             self._spawn(self._supervise(adapter), name=f"adapter:{adapter.name}")
         self._spawn(self._watchdog(), name="watchdog")
         self._spawn(self._measure_loop_lag(), name="loop-lag")
-        await self._recover()
+        await self._recover(unfinished)
         log.info("gateway_started", adapters=list(self.adapters), http=f"{self.cfg.http.host}:{self.http_port}",
                  model=self.cfg.model.name or None)
 
@@ -422,7 +428,8 @@ class GatewayRunner:
 
         cwd = self.cfg.tools.terminal.cwd or os.path.expanduser("~")
         ctx = ToolContext(session_key=turn.key, cwd=cwd, interrupt=turn.interrupt, config=self.cfg.tools,
-                          extras={"secret_env_names": self._secret_env_names})
+                          extras={"secret_env_names": self._secret_env_names,
+                                  "approve": self.approvals.hook_for(turn.key, turn.item.msg.source, turn.id)})
         return self._agent.run(session["system_prompt"] or "", history, user_msg["content"], turn.interrupt,
                                TurnCallbacks(on_activity=on_activity), ctx)
 
@@ -530,9 +537,8 @@ class GatewayRunner:
 
     # ---- recovery --------------------------------------------------------------------------------
 
-    async def _recover(self) -> None:
+    async def _recover(self, rows: list[dict[str, Any]]) -> None:
         """Answer what was accepted before the last stop but not finished; never answer anything twice."""
-        rows = await self.store.inbox_unfinished()
         resumed = 0
         for row in rows:
             adapter = self.adapters.get(row["platform"])

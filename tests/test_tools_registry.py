@@ -8,8 +8,11 @@ import pytest
 from gateway.config import TerminalConfig, ToolsConfig
 from tools.registry import Tool, ToolContext, ToolRegistry, load_builtin_tools, tool
 
+OFF = ToolsConfig(terminal=TerminalConfig(enabled=False))
+
 
 def ctx(**cfg) -> ToolContext:
+    cfg.setdefault("terminal", TerminalConfig(enabled=False))
     return ToolContext("s", "/tmp", threading.Event(), ToolsConfig(**cfg))
 
 
@@ -39,7 +42,7 @@ def reg():
 
 
 def test_names_filter_by_config_and_toolset(reg):
-    assert reg.names(ToolsConfig()) == ["big", "boom", "capped"]
+    assert reg.names(OFF) == ["big", "boom", "capped"]
     on = ToolsConfig(terminal=TerminalConfig(enabled=True))
     assert reg.names(on) == ["big", "boom", "capped", "dict_result"]
     assert reg.names(on, toolsets=["misc"]) == ["big"]
@@ -77,5 +80,6 @@ def test_duplicate_registration_is_refused(reg):
 def test_builtin_tools_self_register():
     r = load_builtin_tools()
     assert {"terminal", "read_file", "write_file"} <= set(r.names(ToolsConfig(terminal={"enabled": True})))
-    assert "terminal" not in r.names(ToolsConfig())
+    assert "terminal" not in r.names(OFF)
+    assert "terminal" in r.names(ToolsConfig())  # on by default: dangerous commands need approval
     assert "disabled" in json.loads(r.dispatch("terminal", {"command": "true"}, ctx()))["error"]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.config import ToolsConfig
+from tools.dangerous import Decision, classify
 from tools.registry import ToolContext, error, tool
 
 _POLL = 0.05
@@ -184,4 +185,22 @@ def terminal(args: dict[str, Any], ctx: ToolContext) -> str:
             return error("timeout must be a number of seconds")
         if timeout <= 0:
             timeout = None
-    return json.dumps(run_command(command, ctx, timeout), ensure_ascii=False)
+    verdict = classify(command)
+    approval: Decision | None = None
+    if verdict.level != "safe":
+        # The gateway attaches the approval broker as extras["approve"]; it blocks this thread until a
+        # person answers (or the wait times out). Without it nobody can approve, so nothing dangerous runs.
+        hook = ctx.extras.get("approve")
+        if hook is not None:
+            approval = hook(command, verdict, ctx)
+        if verdict.forbidden:
+            approval = Decision.forbidden(verdict.reason or "it is on the hardline list")
+        elif approval is None:
+            approval = Decision("denied", f"Not run: this command needs approval ({verdict.reason}) and nobody "
+                                          "can approve it here.")
+        if not approval.approved:
+            return json.dumps({"status": approval.outcome, "error": approval.message}, ensure_ascii=False)
+    result = run_command(command, ctx, timeout)
+    if approval is not None:
+        result = {"status": "ran", "approval": approval.message, **result}
+    return json.dumps(result, ensure_ascii=False)

@@ -10,6 +10,7 @@ if TYPE_CHECKING:
 
 PLATFORMS: dict[str, str] = {
     "web": "gateway.platforms.web:WebAdapter",
+    "telegram": "gateway.platforms.telegram:TelegramAdapter",
 }
 
 

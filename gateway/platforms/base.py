@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from gateway.runner import GatewayRunner
+    from gateway.runner import Accepted, GatewayRunner
 
 ChatType = Literal["dm", "group", "channel"]
 Dialect = Literal["markdown", "telegram_html", "slack_mrkdwn", "discord", "plain"]
@@ -188,11 +188,19 @@ class PlatformAdapter(abc.ABC):
         accepted = await self.runner.ingest(self, msg)
         if accepted is None:
             return False
+        await self.dispatch(accepted)
+        return True
+
+    async def dispatch(self, accepted: Accepted) -> None:
+        """Route a persisted message: commands inline, everything else into the session's lane.
+
+        Adapters that must confirm a whole batch to their platform first (polling offsets) call
+        ``runner.ingest`` for each message, confirm, then dispatch.
+        """
         if accepted.command is not None:
             await self.runner.run_command(self, accepted)
         else:
             await self.runner.submit(self, accepted)
-        return True
 
     async def handle_button(self, press: ButtonPress) -> str | None:
         """A button press; returns a short notice for the presser (platforms that show one)."""

@@ -1,0 +1,388 @@
+"""Telegram end to end: the real runner + python-telegram-bot against the fake Bot API and the fake model."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from gateway.config import parse_config, resolve_paths
+from gateway.platforms.base import Button, ButtonPress, OutboundMessage
+from gateway.platforms.telegram import TelegramAdapter
+from gateway.runner import GatewayRunner
+from tests.fakes.llm import FakeLLM, Reply
+from tests.fakes.telegram_api import BOT_USERNAME, FakeTelegram, utf16_len
+
+ALICE, BOB, CAROL, STRANGER = 111, 222, 333, 999
+GROUP, FORUM = -1001, -1002
+
+Factory = Callable[..., Awaitable[GatewayRunner]]
+
+
+@pytest.fixture
+async def fake_tg() -> AsyncIterator[FakeTelegram]:
+    fake = FakeTelegram()
+    await fake.start()
+    yield fake
+    await fake.stop()
+
+
+@pytest.fixture
+async def start_tg(home: Path, tmp_path: Path, fake_llm: FakeLLM, fake_tg: FakeTelegram,
+                   monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Factory]:
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", fake_tg.token)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    runners: list[GatewayRunner] = []
+
+    async def factory(connect: bool = True, http_port: int = 0, **telegram: Any) -> GatewayRunner:
+        tg = {"enabled": True, "base_url": fake_tg.base_url, "allowed_users": [ALICE, str(BOB), CAROL]}
+        tg.update(telegram)
+        cfg = parse_config({
+            "http": {"port": http_port},
+            "model": {"base_url": fake_llm.base_url, "name": "fake-model", "max_retries": 0},
+            "platforms": {"web": {"enabled": False}, "telegram": tg},
+        })
+        runner = GatewayRunner(cfg, resolve_paths())
+        await runner.start()
+        runners.append(runner)
+        if connect:
+            await wait_until(lambda: runner.adapters["telegram"].state == "connected")
+        return runner
+
+    yield factory
+    for runner in runners:
+        await runner.shutdown()
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out")
+        await asyncio.sleep(0.02)
+
+
+def adapter(runner: GatewayRunner) -> TelegramAdapter:
+    a = runner.adapters["telegram"]
+    assert isinstance(a, TelegramAdapter)
+    return a
+
+
+# ---------------------------------------------------------------------------------------------- DMs
+
+
+async def test_dm_is_answered_as_a_reply_with_the_command_menu_set(start_tg, fake_tg, fake_llm):
+    await start_tg()
+    assert fake_tg.commands and {"help", "new", "stop"} <= {c["command"] for c in fake_tg.commands}
+    update = fake_tg.user_message(ALICE, text="hello there [sleep=0.8]")
+    sent = await fake_tg.wait_sent(lambda s: any(m.text == "echo: hello there [sleep=0.8]" for m in s))
+    reply = sent[-1]
+    assert reply.chat_id == ALICE and reply.reply_to == update["message"]["message_id"]
+    assert (ALICE, "typing", None) in fake_tg.chat_actions
+    assert fake_llm.requests[0]["messages"][-1]["content"] == "hello there [sleep=0.8]"
+    # A fast answer shows no "typing…" at all: one request fewer per message.
+    actions = len(fake_tg.chat_actions)
+    fake_tg.user_message(ALICE, text="quick")
+    await fake_tg.wait_sent(lambda s: any(m.text == "echo: quick" for m in s))
+    await asyncio.sleep(0.7)
+    assert len(fake_tg.chat_actions) == actions
+
+
+async def test_allowed_users_as_numbers_and_strings_and_strangers_get_nothing(start_tg, fake_tg, fake_llm):
+    runner = await start_tg()
+    fake_tg.user_message(STRANGER, text="let me in")
+    fake_tg.user_message(BOB, text="from bob")  # configured as the string "222"
+    await fake_tg.wait_sent(lambda s: any(m.text == "echo: from bob" for m in s))
+    await asyncio.sleep(0.2)
+    assert fake_tg.sent_to(STRANGER) == []
+    assert all("let me in" not in str(r["messages"]) for r in fake_llm.requests)
+    assert runner.counters["messages_denied"] == 1
+
+
+async def test_markdown_becomes_entities_and_a_refused_entity_is_resent_plain(start_tg, fake_tg, fake_llm):
+    await start_tg()
+    fake_llm.script(Reply("Some **bold** and `code`"), Reply("again **bold**"))
+    fake_tg.user_message(ALICE, text="format please")
+    sent = await fake_tg.wait_sent(lambda s: len(s) == 1)
+    assert sent[0].text == "Some bold and code"
+    assert {e["type"] for e in sent[0].entities} == {"bold", "code"}
+    fake_tg.fail("sendMessage", "parse", chat_id=ALICE)
+    fake_tg.user_message(ALICE, text="again")
+    sent = await fake_tg.wait_sent(lambda s: len(s) == 2)
+    assert sent[1].text == "again bold" and sent[1].entities == []
+
+
+async def test_a_10000_character_answer_with_a_code_block_arrives_whole_and_in_order(start_tg, fake_tg, fake_llm):
+    await start_tg()
+    prose = " ".join(f"word{i}" for i in range(900))
+    code = "\n".join(f"line_{i} = {i} * 2  # ü 😀" for i in range(250))
+    answer = f"# Report\n\n{prose}\n\n```python\n{code}\n```\n\nThe **end** {'é' * 50}"
+    assert len(answer) > 10_000
+    fake_llm.script(Reply(answer))
+    fake_tg.user_message(ALICE, text="long please")
+    await fake_tg.wait_sent(lambda s: any("The end" in m.text for m in s), timeout=20)
+    parts = fake_tg.sent_to(ALICE)
+    assert len(parts) >= 3
+    assert all(utf16_len(p.text) <= 4096 for p in parts)
+    whole = "\n".join(p.text for p in parts)
+    words = [w for w in whole.split() if w.startswith("word")]
+    assert words == [f"word{i}" for i in range(900)]
+    lines = [ln for ln in whole.splitlines() if ln.startswith("line_")]
+    assert lines == [f"line_{i} = {i} * 2  # ü 😀" for i in range(250)]
+    # Every piece that holds code shows it as a code block (the fence was reopened, not broken).
+    for p in parts:
+        if "line_" in p.text:
+            assert any(e["type"] == "pre" for e in p.entities)
+    assert parts[0].reply_to is not None and all(p.reply_to is None for p in parts[1:])
+
+
+# ---------------------------------------------------------------------------------------------- groups
+
+
+async def test_group_needs_a_mention_a_reply_or_a_command(start_tg, fake_tg, fake_llm):
+    await start_tg()
+    fake_tg.user_message(GROUP, ALICE, "just chatting", chat_type="supergroup")
+    fake_tg.user_message(GROUP, ALICE, "/help@other_bot", chat_type="supergroup")
+    fake_tg.user_message(GROUP, ALICE, f"@{BOT_USERNAME} what is up", chat_type="supergroup")
+    await fake_tg.wait_sent(lambda s: any(m.text == "echo: what is up" for m in s))
+    first = fake_tg.sent_to(GROUP)[0]
+    fake_tg.reply_to_bot(first, BOB, "and a follow-up")
+    await fake_tg.wait_sent(lambda s: any(m.text == "echo: and a follow-up" for m in s))
+    fake_tg.user_message(GROUP, BOB, f"/help@{BOT_USERNAME}", chat_type="supergroup")
+    await fake_tg.wait_sent(lambda s: any(m.text.startswith("Commands:") for m in s))
+    await asyncio.sleep(0.2)
+    texts = fake_tg.texts(GROUP)
+    assert "echo: just chatting" not in texts
+    assert sum(t.startswith("Commands:") for t in texts) == 1  # /help@other_bot was not ours
+    assert all("just chatting" not in str(r["messages"]) for r in fake_llm.requests)
+
+
+async def test_group_without_require_mention_takes_everything(start_tg, fake_tg):
+    await start_tg(require_mention=False)
+    fake_tg.user_message(GROUP, ALICE, "just chatting", chat_type="group")
+    await fake_tg.wait_sent(lambda s: any(m.text == "echo: just chatting" for m in s))
+
+
+async def test_forum_topic_is_its_own_session_and_replies_go_into_it(start_tg, fake_tg, fake_llm):
+    runner = await start_tg()
+    fake_tg.user_message(FORUM, ALICE, f"@{BOT_USERNAME} in topic [sleep=0.8]", chat_type="supergroup",
+                         thread_id=42)
+    await fake_tg.wait_sent(lambda s: any(m.text.startswith("echo: in topic") for m in s))
+    reply = fake_tg.sent_to(FORUM)[0]
+    assert reply.thread_id == 42
+    assert (FORUM, "typing", 42) in fake_tg.chat_actions
+    fake_tg.user_message(FORUM, ALICE, f"@{BOT_USERNAME} other topic", chat_type="supergroup", thread_id=7)
+    await fake_tg.wait_sent(lambda s: any(m.text == "echo: other topic" for m in s))
+    assert fake_tg.sent_to(FORUM)[-1].thread_id == 7
+    assert await runner.store.session_active(f"telegram:group:{FORUM}:t42:u{ALICE}") is not None
+    assert await runner.store.session_active(f"telegram:group:{FORUM}:t7:u{ALICE}") is not None
+    # The second topic's request carried nothing of the first.
+    assert "in topic" not in str(fake_llm.requests[-1]["messages"])
+
+
+# ---------------------------------------------------------------------------------------------- errors
+
+
+async def test_a_429_on_one_chat_does_not_hold_up_another(start_tg, fake_tg):
+    await start_tg()
+    fake_tg.flood(ALICE, 2.0)
+    fake_tg.user_message(ALICE, text="flooded")
+    await asyncio.sleep(0.3)  # Alice's reply has hit the 429 and waits
+    started = time.monotonic()
+    fake_tg.user_message(BOB, text="flowing")
+    await fake_tg.wait_sent(lambda s: any(m.text == "echo: flowing" for m in s))
+    assert time.monotonic() - started < 1.0
+    assert fake_tg.texts(ALICE) == []
+    await fake_tg.wait_sent(lambda s: any(m.text == "echo: flooded" for m in s), timeout=10)
+    assert fake_tg.texts(ALICE) == ["echo: flooded"]
+
+
+async def test_blocked_by_the_user_is_recorded_not_retried_forever(start_tg, fake_tg):
+    runner = await start_tg()
+    fake_tg.blocked.add(ALICE)
+    fake_tg.user_message(ALICE, text="then blocked")
+
+    async def failed() -> bool:
+        async with runner.store.engine.connect() as conn:
+            from sqlalchemy import text
+
+            rows = (await conn.execute(text("select status, error from inbox"))).all()
+        return bool(rows) and rows[0][0] == "failed" and "blocked" in (rows[0][1] or "")
+
+    deadline = time.monotonic() + 10
+    while not await failed():
+        assert time.monotonic() < deadline, "the inbox row never became failed"
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)
+    assert fake_tg.calls.count("sendMessage") == 1
+
+
+async def test_a_dropped_connection_while_sending_is_retried(start_tg, fake_tg):
+    await start_tg()
+    fake_tg.fail("sendMessage", "drop", chat_id=ALICE)
+    fake_tg.user_message(ALICE, text="despite the drop")
+    await fake_tg.wait_sent(lambda s: any(m.text == "echo: despite the drop" for m in s), timeout=10)
+    assert fake_tg.texts(ALICE) == ["echo: despite the drop"]
+
+
+async def test_polling_resumes_after_a_network_loss_and_readyz_shows_it(start_tg, fake_tg):
+    runner = await start_tg()
+    url = f"http://127.0.0.1:{runner.http_port}/readyz"
+    await fake_tg.stop()
+    await wait_until(lambda: adapter(runner).state == "retrying")
+    async with aiohttp.ClientSession() as http, http.get(url) as resp:
+        body = await resp.json()
+        assert resp.status == 503 and body["adapters"]["telegram"]["state"] == "retrying"
+    await fake_tg.start()
+    fake_tg.user_message(ALICE, text="back again")
+    await fake_tg.wait_sent(lambda s: any(m.text == "echo: back again" for m in s), timeout=15)
+    assert adapter(runner).state == "connected"
+    async with aiohttp.ClientSession() as http, http.get(url) as resp:
+        assert resp.status == 200
+
+
+# ---------------------------------------------------------------------------------------------- buttons
+
+
+async def test_button_press_reaches_the_handler_and_is_answered(start_tg, fake_tg):
+    runner = await start_tg()
+    pressed: list[ButtonPress] = []
+
+    async def handler(_adapter: Any, press: ButtonPress) -> str:
+        pressed.append(press)
+        return "Noted."
+
+    runner.button_handlers["pick"] = handler
+    long_id = "pick:" + "x" * 100
+    tg = adapter(runner)
+    await runner.delivery.deliver(tg, str(ALICE), OutboundMessage("Choose:", buttons=[
+        Button("pick:yes", "Yes"), Button(long_id, "Long one")]))
+    sent = fake_tg.sent_to(ALICE)[-1]
+    datas = [b["callback_data"] for b in sent.buttons]
+    assert datas[0] == "pick:yes" and all(len(d.encode()) <= 64 for d in datas)
+    fake_tg.press(ALICE, ALICE, sent.message_id, datas[1])
+    await fake_tg.wait_until(lambda: len(fake_tg.callback_answers) == 1)
+    assert pressed[0].button_id == long_id and pressed[0].message_id == str(sent.message_id)
+    assert fake_tg.callback_answers[0]["text"] == "Noted."
+    fake_tg.press(ALICE, STRANGER, sent.message_id, datas[0])
+    await fake_tg.wait_until(lambda: len(fake_tg.callback_answers) == 2)
+    assert len(pressed) == 1 and "not allowed" in fake_tg.callback_answers[1]["text"]
+    await tg.edit(str(ALICE), str(sent.message_id), None, [])
+    assert fake_tg.sent_to(ALICE)[-1].buttons == []
+
+
+# ---------------------------------------------------------------------------------------------- restart
+
+
+async def test_restart_with_pending_updates_loses_none_and_answers_none_twice(start_tg, fake_tg, fake_llm):
+    runner = await start_tg()
+    first = fake_tg.user_message(ALICE, text="before the crash")
+    await fake_tg.wait_sent(lambda s: any(m.text == "echo: before the crash" for m in s))
+    await runner.shutdown()
+    # While the daemon is down: new messages arrive, and Telegram hands out the last one again as if its
+    # offset had never been confirmed (a crash between persisting and confirming).
+    fake_tg.updates.insert(0, first)
+    for i in range(3):
+        fake_tg.user_message(ALICE if i % 2 == 0 else BOB, text=f"while down {i}")
+    await start_tg()
+    await fake_tg.wait_sent(lambda s: sum(m.text.startswith("echo: while down") for m in s) == 3)
+    await asyncio.sleep(0.5)
+    texts = fake_tg.texts()
+    assert texts.count("echo: before the crash") == 1
+    assert sorted(t for t in texts if "while down" in t) == [f"echo: while down {i}" for i in range(3)]
+    assert sum("before the crash" in str(r["messages"][-1]) for r in fake_llm.requests) == 1
+
+
+async def test_updates_are_confirmed_only_after_they_are_in_the_inbox(start_tg, fake_tg):
+    runner = await start_tg()
+    ingested: list[str] = []
+    real_ingest = runner.ingest
+
+    async def slow_ingest(adapter_: Any, msg: Any) -> Any:
+        await asyncio.sleep(0.3)
+        result = await real_ingest(adapter_, msg)
+        ingested.append(msg.platform_message_id)
+        return result
+
+    runner.ingest = slow_ingest  # type: ignore[method-assign]
+    update = fake_tg.user_message(ALICE, text="careful")
+    await asyncio.sleep(0.15)
+    assert fake_tg.confirmed_offset <= update["update_id"]  # still being persisted: not confirmed
+    await fake_tg.wait_sent(lambda s: any(m.text == "echo: careful" for m in s))
+    await fake_tg.wait_until(lambda: fake_tg.confirmed_offset > update["update_id"])
+    assert ingested == [f"{ALICE}/{update['message']['message_id']}"]
+
+
+# ---------------------------------------------------------------------------------------------- media
+
+
+async def test_photo_and_document_are_downloaded_and_stickers_become_a_note(start_tg, fake_tg, fake_llm, home):
+    await start_tg(max_media_mb=0.001)  # about 1 KB
+    small = fake_tg.add_file(b"\x89PNG small", "pic.png")
+    big = fake_tg.add_file(b"x" * 5000, "big.bin")
+    fake_tg.user_message(ALICE, text=None, caption="what is this",
+                         photo=[{"file_id": small, "file_unique_id": "u1", "width": 9, "height": 9, "file_size": 10}])
+    await fake_tg.wait_sent(lambda s: len(s) == 1)
+    content = fake_llm.requests[-1]["messages"][-1]["content"]
+    assert content.startswith("what is this")
+    paths = [line[2:] for line in content.splitlines() if line.startswith("- ")]
+    assert len(paths) == 1 and Path(paths[0]).read_bytes() == b"\x89PNG small"  # noqa: ASYNC240
+    assert Path(paths[0]).parent == home / "media"
+    fake_tg.user_message(ALICE, text=None, document={"file_id": big, "file_unique_id": "u2", "file_name": "big.bin",
+                                                     "file_size": 5000})
+    await fake_tg.wait_sent(lambda s: len(s) == 2)
+    assert "limit" in fake_llm.requests[-1]["messages"][-1]["content"]
+    fake_tg.user_message(ALICE, text=None, sticker={"file_id": "s", "file_unique_id": "s", "type": "regular",
+                                                    "width": 1, "height": 1, "is_animated": False,
+                                                    "is_video": False, "emoji": "👍"})
+    await fake_tg.wait_sent(lambda s: len(s) == 3)
+    assert "sticker 👍" in fake_llm.requests[-1]["messages"][-1]["content"]
+
+
+# ---------------------------------------------------------------------------------------------- webhook
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_webhook_verifies_the_secret_and_answers_after_persisting(start_tg, fake_tg):
+    port = free_port()
+    runner = await start_tg(http_port=port, mode="webhook", public_url=f"http://127.0.0.1:{port}")
+    assert fake_tg.webhook and fake_tg.webhook["url"] == f"http://127.0.0.1:{port}/telegram/webhook"
+    assert fake_tg.webhook["secret_token"]
+    update = fake_tg.user_message(ALICE, text="via webhook")
+    assert await fake_tg.deliver_webhook(update, secret_token="wrong") == 401
+    async with aiohttp.ClientSession() as http, http.post(fake_tg.webhook["url"], json=update) as resp:
+        assert resp.status == 401  # no header at all
+    assert await fake_tg.deliver_webhook(update) == 200
+    await fake_tg.wait_sent(lambda s: any(m.text == "echo: via webhook" for m in s))
+    assert await fake_tg.deliver_webhook(update) == 200  # Telegram redelivers: answered once only
+    await asyncio.sleep(0.3)
+    assert fake_tg.texts(ALICE) == ["echo: via webhook"]
+    assert runner.counters["messages_duplicate"] == 1
+
+
+# ---------------------------------------------------------------------------------------------- token lock
+
+
+async def test_a_second_process_with_the_same_token_is_refused_and_keeps_retrying(start_tg, fake_tg, tmp_path,
+                                                                                 monkeypatch):
+    first = await start_tg()
+    monkeypatch.setenv("HERALD_HOME", str(tmp_path / "other-home"))
+    second = await start_tg(connect=False)
+    await wait_until(lambda: adapter(second).state == "retrying")
+    import os
+
+    assert f"pid {os.getpid()}" in (adapter(second).last_error or "")
+    assert adapter(first).state == "connected"
+    await first.shutdown()  # releases the lock; the second takes over on its next retry
+    await wait_until(lambda: adapter(second).state == "connected", timeout=15)

@@ -153,14 +153,14 @@ class Daemon:
             self._out.close()
             self._err.close()
 
-    def turn_started_queued_ms(self) -> list[float]:
+    def turn_queued_ms(self) -> list[float]:
         values = []
         log = self.home / "logs" / "herald.log"
         if log.exists():
             for line in log.read_text(errors="replace").splitlines():
                 with contextlib.suppress(ValueError):
                     event = json.loads(line)
-                    if event.get("event") == "turn_started" and "queued_ms" in event:
+                    if event.get("event") == "turn_delivered" and event.get("queued_ms") is not None:
                         values.append(float(event["queued_ms"]))
         return values
 
@@ -281,7 +281,7 @@ def main() -> int:
         result = asyncio.run(load(daemon.base, daemon.token, args.chats, args.messages_per_chat))
         probe.stop()
         exit_code = daemon.stop()
-        queued_ms = daemon.turn_started_queued_ms()
+        queued_ms = daemon.turn_queued_ms()
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -328,7 +328,7 @@ def main() -> int:
         row("loop lag p99 (daemon metric)", "n/a", "(/metrics has no herald_loop_lag_p99_seconds)")
     row("lost messages", f"{result['lost']}", f"target 0: {'ok' if result['lost'] == 0 else 'MISSED'}")
     row("messages answered more than once", f"{result['duplicated']}", "target 0")
-    row("turn_started events in herald.log", f"{len(queued_ms)}", f"(sent {sent})")
+    row("turns delivered in herald.log", f"{len(queued_ms)}", f"(sent {sent})")
     row("daemon exit code after SIGTERM", f"{exit_code}", "expected 0")
     for failure in result["failures"][:10]:
         print(f"  ! {failure}")

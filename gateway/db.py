@@ -28,6 +28,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     and_,
+    bindparam,
     create_engine,
     event,
     func,
@@ -261,13 +262,13 @@ class Store:
                         payload: dict[str, Any]) -> int | None:
         """Store an accepted message; ``None`` when this platform message was already taken."""
         now = time.time()
-        stmt = insert(inbox).values(
-            platform=platform, platform_message_id=platform_message_id, session_key=session_key,
-            payload=payload, status="pending", created_at=now, updated_at=now,
-        )
+        params = {
+            "platform": platform, "platform_message_id": platform_message_id, "session_key": session_key,
+            "payload": payload, "status": "pending", "created_at": now, "updated_at": now,
+        }
 
         def op(conn: Connection) -> int:
-            return int(conn.execute(stmt).inserted_primary_key[0])
+            return int(conn.execute(_INBOX_INSERT, params).inserted_primary_key[0])
 
         try:
             return await self.run_write(op)
@@ -283,7 +284,7 @@ class Store:
             values["reply"] = reply
         if error is not None:
             values["error"] = error
-        await self.run_write(_exec(update(inbox).where(inbox.c.id == inbox_id).values(**values)))
+        await self.run_write(_exec((_INBOX_UPDATE, {"b_id": inbox_id, **values})))
 
     async def inbox_unfinished(self) -> list[dict[str, Any]]:
         """Messages accepted but not finished before the last stop, oldest first."""
@@ -307,15 +308,15 @@ class Store:
                             finish_inbox: str | None = None) -> None:
         """Record one chunk; with ``finish_inbox`` the inbox row moves to that status in the same commit."""
         now = time.time()
-        stmts = [insert(outbox).values(
-            inbox_id=inbox_id, platform=platform, chat_id=chat_id, chunk_index=chunk_index,
-            platform_message_id=platform_message_id, status=status, error=error, created_at=now,
-        )]
+        stmts: list[Any] = [(_OUTBOX_INSERT, {
+            "inbox_id": inbox_id, "platform": platform, "chat_id": chat_id, "chunk_index": chunk_index,
+            "platform_message_id": platform_message_id, "status": status, "error": error, "created_at": now,
+        })]
         if finish_inbox is not None and inbox_id is not None:
             values: dict[str, Any] = {"status": finish_inbox, "updated_at": now}
             if error is not None:
                 values["error"] = error
-            stmts.append(update(inbox).where(inbox.c.id == inbox_id).values(**values))
+            stmts.append((_INBOX_UPDATE, {"b_id": inbox_id, **values}))
         await self.run_write(_exec(*stmts))
 
     # ---- sessions and messages ---------------------------------------------------------------
@@ -347,12 +348,8 @@ class Store:
         ))
 
     async def session_history(self, session_id: str) -> list[dict[str, Any]]:
-        stmt = (
-            select(messages.c.role, messages.c.content, messages.c.tool_calls, messages.c.tool_call_id)
-            .where(messages.c.session_id == session_id)
-            .order_by(messages.c.id)
-        )
-        return await self.run_read(lambda conn: [_to_openai(r) for r in conn.execute(stmt)])
+        params = {"b_session": session_id}
+        return await self.run_read(lambda conn: [_to_openai(r) for r in conn.execute(_HISTORY, params)])
 
     async def session_count_messages(self, session_id: str) -> int:
         stmt = select(func.count()).select_from(messages).where(messages.c.session_id == session_id)
@@ -370,18 +367,18 @@ class Store:
             }
             for m in msgs
         ]
-        stmts: list[Any] = [update(sessions).where(sessions.c.id == session_id).values(updated_at=now)]
+        stmts: list[Any] = [(_SESSION_TOUCH, {"b_id": session_id, "updated_at": now})]
         if inbox_id is not None and inbox_status is not None:
             values: dict[str, Any] = {"status": inbox_status, "updated_at": now}
             if reply is not None:
                 values["reply"] = reply
-            stmts.append(update(inbox).where(inbox.c.id == inbox_id).values(**values))
+            stmts.append((_INBOX_UPDATE, {"b_id": inbox_id, **values}))
 
         def op(conn: Connection) -> None:
             if rows:
-                conn.execute(insert(messages), rows)
-            for stmt in stmts:
-                conn.execute(stmt)
+                conn.execute(_MESSAGES_INSERT, rows)
+            for stmt, params in stmts:
+                conn.execute(stmt, params)
 
         await self.run_write(op)
 
@@ -450,11 +447,29 @@ def _first(stmt: Any) -> WriteOp:
 
 
 def _exec(*stmts: Any) -> WriteOp:
+    """Statements, or (statement, parameters) pairs, executed in order."""
     def op(conn: Connection) -> None:
         for stmt in stmts:
-            conn.execute(stmt)
+            if isinstance(stmt, tuple):
+                conn.execute(*stmt)
+            else:
+                conn.execute(stmt)
 
     return op
+
+
+# Hot-path statements built once: parameters travel separately, so SQLAlchemy skips re-building (and
+# re-coercing) a statement per message and hits its compiled cache directly.
+_INBOX_INSERT = insert(inbox)
+_INBOX_UPDATE = update(inbox).where(inbox.c.id == bindparam("b_id"))
+_OUTBOX_INSERT = insert(outbox)
+_MESSAGES_INSERT = insert(messages)
+_SESSION_TOUCH = update(sessions).where(sessions.c.id == bindparam("b_id"))
+_HISTORY = (
+    select(messages.c.role, messages.c.content, messages.c.tool_calls, messages.c.tool_call_id)
+    .where(messages.c.session_id == bindparam("b_session"))
+    .order_by(messages.c.id)
+)
 
 
 def _to_openai(row: Any) -> dict[str, Any]:

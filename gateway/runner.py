@@ -53,6 +53,7 @@ class Accepted:
     key: str
     command: ParsedCommand | None = None
     resume_reply: str | None = None  # recovered after a restart: the answer exists, only delivery is left
+    queued_ms: float | None = None  # receipt -> turn start, for the turn's one info-level log line
 
 
 @dataclass(eq=False)
@@ -386,7 +387,8 @@ class GatewayRunner:
                 await self._turn_abandoned(adapter, item, session, user_msg, turn.abandoned.result())
                 return
             self.counters["turns_started"] += 1
-            log.info("turn_started", queued_ms=round((time.time() - msg.received_at) * 1000, 2))
+            item.queued_ms = round((time.time() - msg.received_at) * 1000, 2)
+            log.debug("turn_started", queued_ms=item.queued_ms)
             typing = None
             if adapter.capabilities.typing:
                 typing = asyncio.create_task(self._keep_typing(adapter, source, turn))
@@ -454,7 +456,7 @@ class GatewayRunner:
         out = OutboundMessage(text=text, reply_to=item.msg.platform_message_id, thread_id=source.thread_id)
         report = await self.delivery.deliver(adapter, source.chat_id, out, item.inbox_id,
                                              resume=item.resume_reply is not None, finish_inbox=True)
-        log.info("turn_delivered", chunks=len(report.message_ids), failed=report.failed,
+        log.info("turn_delivered", chunks=len(report.message_ids), failed=report.failed, queued_ms=item.queued_ms,
                  total_ms=round((time.time() - item.msg.received_at) * 1000, 2))
 
     async def _turn_abandoned(self, adapter: PlatformAdapter, item: Accepted, session: dict[str, Any],

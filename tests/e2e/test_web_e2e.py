@@ -309,7 +309,7 @@ def test_secrets_never_reach_the_log(make_herald: Callable[..., Herald], fake_ll
     # The key really was in use, so its absence from the log means something.
     assert f"Bearer {API_KEY}" in fake_llm.auth_headers
     log = herald.log_file.read_text()
-    assert "turn_started" in log
+    assert "turn_delivered" in log
     for name, value in (("web token", token), ("model API key", API_KEY)):
         assert value not in log, f"{name} leaked into herald.log"
         assert value not in herald.stderr(), f"{name} leaked into stderr"

@@ -137,6 +137,8 @@ class TelegramConfig(_Model):
     webhook_secret_env: str = "TELEGRAM_WEBHOOK_SECRET"
     require_mention: bool = True
     allowed_users: list[int] = Field(default_factory=list)
+    # Users who may run commands that change things for others (/cron remove, /sethome, /pair).
+    admins: list[int] = Field(default_factory=list)
     max_media_mb: float = Field(default=20.0, gt=0, le=2000)
 
     @field_validator("webhook_path")

@@ -310,6 +310,8 @@ class GatewayRunner:
                 assert command is not None
                 if not command.available_on(adapter.name):
                     reply = f"/{command.name} is not available here."
+                elif command.admin_only and not access.is_admin(self.cfg, source, getattr(adapter, "trusted", False)):
+                    reply = f"/{command.name} is for admins only."
                 else:
                     ctx = CommandContext(self, adapter, item.msg, item.key, item.command.args)
                     reply = await command.handler(ctx)

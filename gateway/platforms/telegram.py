@@ -57,6 +57,10 @@ if TYPE_CHECKING:
     from gateway.config import TelegramConfig
     from gateway.runner import Accepted
 
+# Opt in to PTB's future timedelta periods (RetryAfter.retry_after, ...): it warns on every 429 otherwise, and
+# _retry_seconds reads both forms.
+os.environ.setdefault("PTB_TIMEDELTA", "1")
+
 log = structlog.get_logger("herald.telegram")
 
 MAX_UTF16 = 4096

@@ -190,8 +190,7 @@ class ApprovalBroker:
         store = self.runner.store
 
         def load(conn: Connection) -> list[dict[str, Any]]:
-            for row in conn.execute(select(approval_allowlist.c.command_hash)):
-                self._always.add(row[0])
+            self._always = _always_hashes(conn)
             for row in conn.execute(select(approval_session_grants.c.session_key,
                                            approval_session_grants.c.command_hash)):
                 self._grants.setdefault(row[0], set()).add(row[1])
@@ -319,6 +318,10 @@ class ApprovalBroker:
 
     async def _begin(self, req: Request) -> None:
         try:
+            if req.level != "hardline" and self.cfg.mode == "manual":
+                # Re-read, so `herald approvals revoke` in another process takes effect at once (a dangerous
+                # command is rare enough that one indexed read costs nothing).
+                self._always = await self.runner.store.run_read(_always_hashes)
             auto = self._auto(req)
             if auto is not None:
                 status, scope, message = auto
@@ -610,6 +613,10 @@ def register_approval_commands(registry: CommandRegistry) -> None:
     registry.add(Command("approve", "approve the waiting command (once, or for the session, or always)", approve,
                          args_hint="[session | always] [id]"))
     registry.add(Command("deny", "refuse the waiting command", deny, args_hint="[id]"))
+
+
+def _always_hashes(conn: Connection) -> set[str]:
+    return {row[0] for row in conn.execute(select(approval_allowlist.c.command_hash))}
 
 
 def _exec(*stmts: Any) -> Callable[[Connection], None]:

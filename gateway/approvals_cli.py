@@ -100,4 +100,50 @@ def allowlist() -> None:
         typer.echo("No commands are always approved.")
         return
     for row in rows:
-        typer.echo(f"{_when(row['created_at'])}  by {row['added_by'] or '?'}  $ {_one_line(row['command'], 1000)}")
+        typer.echo(f"#{row['id']}  {_when(row['created_at'])}  by {row['added_by'] or '?'}  "
+                   f"$ {_one_line(row['command'], 1000)}")
+
+
+@app.command("revoke")
+def revoke(
+    entry: Annotated[str | None, typer.Argument(help="the #number `herald approvals allowlist` shows")] = None,
+    revoke_all: Annotated[bool, typer.Option("--all", help="empty the whole list")] = False,
+) -> None:
+    """Take a command off the "Always approve" list: it asks again next time (a running daemon included)."""
+    from sqlalchemy import delete
+
+    from gateway.approvals import approval_allowlist
+
+    if (entry is None) == (not revoke_all):
+        typer.echo("error: give one entry number (see `herald approvals allowlist`) or --all", err=True)
+        raise typer.Exit(2)
+    stmt = delete(approval_allowlist)
+    if entry is not None:
+        number = entry.lstrip("#")
+        if not number.isdigit():
+            typer.echo(f"error: {entry!r} is not an entry number (see `herald approvals allowlist`)", err=True)
+            raise typer.Exit(2)
+        stmt = stmt.where(approval_allowlist.c.id == int(number))
+    url = _url()
+    removed = asyncio.run(_execute(url, stmt)) if url else 0
+    if entry is not None and not removed:
+        typer.echo(f"error: no entry #{entry.lstrip('#')} on the list", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"Revoked {removed} command(s); they will ask for approval again.")
+
+
+async def _execute(url: str, stmt: Any) -> int:
+    from sqlalchemy.exc import OperationalError, ProgrammingError
+
+    from gateway.db import make_engine
+
+    engine = make_engine(url)
+    try:
+        async with engine.begin() as conn:
+            return (await conn.execute(stmt)).rowcount
+    except (OperationalError, ProgrammingError) as exc:
+        if "no such table" in str(exc) or "does not exist" in str(exc):
+            return 0
+        raise
+    finally:
+        await engine.dispose()

@@ -433,3 +433,15 @@ async def test_herald_approvals_list_shows_the_audit_beside_a_running_daemon(mak
     assert (listed["status"], listed["command"]) == ("approved", f"rm -rf {victim}")
     out = await asyncio.to_thread(CliRunner().invoke, app, ["approvals", "allowlist"])
     assert f"rm -rf {victim}" in out.output
+    entry = out.output.split()[0]
+    # Revoked beside the running daemon: the same command asks again.
+    out = await asyncio.to_thread(CliRunner().invoke, app, ["approvals", "revoke", "#999"])
+    assert out.exit_code == 1
+    out = await asyncio.to_thread(CliRunner().invoke, app, ["approvals", "revoke", entry])
+    assert out.exit_code == 0 and "Revoked 1" in out.output, out.output
+    victim = victim_dir(tmp_path)
+    await qa.say(ask(f"rm -rf {victim}"), chat_id="c2")
+    await wait_prompts(qa, 1, "c2")
+    assert victim.exists()
+    out = await asyncio.to_thread(CliRunner().invoke, app, ["approvals", "allowlist"])
+    assert "No commands are always approved." in out.output

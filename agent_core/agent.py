@@ -131,20 +131,30 @@ class Agent:
             assistant = {"role": "assistant", "content": reply.get("content"), "tool_calls": tool_calls}
             messages.append(assistant)
             new.append(assistant)
-            for n, (call, args) in enumerate(parsed):
-                if interrupt.is_set():
-                    # Every tool_call_id needs a result or the history is invalid for the next request.
-                    for rest, _ in parsed[n:]:
-                        self._append_tool(messages, new, rest["id"], _INTERRUPTED_RESULT)
-                    return interrupted()
-                name = call["function"]["name"]
-                activity(f"tool {name}")
-                if name not in allowed:
-                    result = json.dumps({"error": f"unknown tool: {name}", "available": sorted(allowed)})
-                else:
-                    result = self.registry.dispatch(name, args, ctx)
-                activity(f"tool {name} done")
-                self._append_tool(messages, new, call["id"], result)
+            batch = [(call["function"]["name"], args) for call, args in parsed
+                     if call["function"]["name"] in allowed]
+            if len(parsed) > 1:
+                # Calls of one batch are independent: let tools start their slow parts (a person's
+                # approval) together, so several prompts can be answered in any order.
+                self.registry.prepare_batch(batch, ctx)
+            try:
+                for n, (call, args) in enumerate(parsed):
+                    if interrupt.is_set():
+                        # Every tool_call_id needs a result or the history is invalid for the next request.
+                        for rest, _ in parsed[n:]:
+                            self._append_tool(messages, new, rest["id"], _INTERRUPTED_RESULT)
+                        return interrupted()
+                    name = call["function"]["name"]
+                    activity(f"tool {name}")
+                    if name not in allowed:
+                        result = json.dumps({"error": f"unknown tool: {name}", "available": sorted(allowed)})
+                    else:
+                        result = self.registry.dispatch(name, args, ctx)
+                    activity(f"tool {name} done")
+                    self._append_tool(messages, new, call["id"], result)
+            finally:
+                if len(parsed) > 1:
+                    self.registry.finish_batch([name for name, _ in batch], ctx)
 
     @staticmethod
     def _append_tool(messages: list[dict[str, Any]], new: list[dict[str, Any]], call_id: str, content: str) -> None:

@@ -159,6 +159,7 @@ class Request:
     prompt_message_id: str | None = None
     stored: bool = False
     final_text: str | None = None  # the prompt's edited text once decided
+    deadline: float = 0.0  # time.monotonic() when silence becomes "expired"
 
     @property
     def hash(self) -> str:
@@ -166,6 +167,26 @@ class Request:
 
 
 ApproveHook = Callable[[str, Verdict, Any], Decision]
+
+
+class _TurnHook:
+    """``extras["approve"]`` for one turn: call it to ask and wait; ``open``/``wait``/``cancel`` let the
+    terminal tool show every prompt of a batch of tool calls at once."""
+
+    def __init__(self, broker: ApprovalBroker, session_key: str, source: Source | None, turn_id: str | None) -> None:
+        self.broker, self.session_key, self.source, self.turn_id = broker, session_key, source, turn_id
+
+    def __call__(self, command: str, verdict: Verdict, ctx: Any) -> Decision:
+        return self.broker.request(command, verdict, ctx, self.session_key, self.source, self.turn_id)
+
+    def open(self, command: str, verdict: Verdict, ctx: Any) -> Request | Decision:
+        return self.broker.open(command, verdict, ctx, self.session_key, self.source, self.turn_id)
+
+    def wait(self, req: Request, ctx: Any) -> Decision:
+        return self.broker.wait(req, ctx)
+
+    def cancel(self, req: Request) -> None:
+        self.broker.cancel(req)
 
 
 class ApprovalBroker:
@@ -243,14 +264,18 @@ class ApprovalBroker:
         dangerous commands then follow ``approvals.cron_mode``; there is nobody to show a prompt to).
         """
 
-        def approve(command: str, verdict: Verdict, ctx: Any) -> Decision:
-            return self.request(command, verdict, ctx, session_key, source, turn_id)
-
-        return approve
+        return _TurnHook(self, session_key, source, turn_id)
 
     def request(self, command: str, verdict: Verdict, ctx: Any, session_key: str, source: Source | None,
                 turn_id: str | None = None) -> Decision:
         """In the worker thread: ask, and block until answered, timed out or the turn is stopped."""
+        opened = self.open(command, verdict, ctx, session_key, source, turn_id)
+        return opened if isinstance(opened, Decision) else self.wait(opened, ctx)
+
+    def open(self, command: str, verdict: Verdict, ctx: Any, session_key: str, source: Source | None,
+             turn_id: str | None = None) -> Request | Decision:
+        """In the worker thread: show the prompt without waiting for it (``wait`` does); a Decision when
+        nobody can be asked at all."""
         loop = self.runner.loop
         extras = getattr(ctx, "extras", {}) or {}
         try:
@@ -265,7 +290,7 @@ class ApprovalBroker:
         req = Request(
             id=secrets.token_hex(4), command=command, display=redact_command(command, self._secret_values()),
             reason=verdict.reason or "", level=verdict.level, session_key=session_key, source=source,
-            turn_id=turn_id, cron=bool(extras.get("cron")),
+            turn_id=turn_id, cron=bool(extras.get("cron")), deadline=time.monotonic() + self.cfg.timeout_seconds,
         )
         if loop is None or loop.is_closed():
             return Decision("denied", "Not run: the gateway is shutting down, so nobody can approve it.")
@@ -273,8 +298,12 @@ class ApprovalBroker:
             asyncio.run_coroutine_threadsafe(self._begin(req), loop)
         except RuntimeError:
             return Decision("denied", "Not run: the gateway is shutting down, so nobody can approve it.")
+        return req
+
+    def wait(self, req: Request, ctx: Any) -> Decision:
+        """In the worker thread: block until ``req`` is answered, times out or the turn is stopped."""
         interrupt = getattr(ctx, "interrupt", None)
-        deadline = time.monotonic() + self.cfg.timeout_seconds
+        deadline = req.deadline
         while True:
             # A person has up to timeout_seconds to answer: keep the turn's inactivity watchdog quiet.
             if hasattr(ctx, "heartbeat"):
@@ -291,6 +320,12 @@ class ApprovalBroker:
                     "denied", "Not run: the turn was stopped before anyone approved it."))
         return self._finish_from_thread(req, self._expire(req), Decision(
             "expired", self._expired_message()))
+
+    def cancel(self, req: Request) -> None:
+        """In the worker thread: withdraw a prompt whose command will not run (its turn ended first)."""
+        if not req.future.done():
+            self._finish_from_thread(req, self._interrupted(req), Decision(
+                "denied", "Not run: the turn was stopped before anyone approved it."))
 
     def _finish_from_thread(self, req: Request, coro: Any, fallback: Decision) -> Decision:
         """Have the loop settle ``req`` (unless a decision got there first) and return the outcome."""
@@ -465,6 +500,11 @@ class ApprovalBroker:
         adapter = self.runner.adapters.get(req.source.platform)
         if adapter is not None and req.prompt_message_id is not None:
             await self._edit(adapter, req.source.chat_id, req.prompt_message_id, req.final_text)
+        if status == "approved" and scope in ("session", "always") and via != "auto":
+            # The same command already waiting elsewhere (another call of the batch) is covered by this answer.
+            for other in [r for r in self.pending.values() if r.hash == req.hash
+                          and (scope == "always" or r.session_key == req.session_key)]:
+                await self._decide(other, "approved", scope, by, via, message)
         return True
 
     def _decided_text(self, req: Request, status: str, scope: str | None, who: str | None, via: str) -> str:

@@ -262,21 +262,59 @@ async def test_mode_off_runs_without_asking_but_never_the_hardline(make_runner, 
 # ---- several approvals, races, /stop, restart ----------------------------------------------------------
 
 
-async def test_two_approvals_in_one_turn_get_their_own_prompts(make_runner, fake_llm, tmp_path):
+async def test_two_approvals_in_one_turn_are_asked_at_once_and_answered_in_any_order(make_runner, fake_llm,
+                                                                                      tmp_path):
     _runner, qa = await make_runner(base(tmp_path))
     a, b = victim_dir(tmp_path, "a"), victim_dir(tmp_path, "b")
     fake_llm.script(ToolCalls([ToolCall("terminal", {"command": f"rm -rf {a}"}),
                                ToolCall("terminal", {"command": f"rm -rf {b}"})]), Reply("done"))
     await qa.say("clean up")
-    (first,) = await wait_prompts(qa, 1)
+    shown = await wait_prompts(qa, 2)  # both prompts are up before anyone answered
+    first, second = (next(p for p in shown if str(d) in p.text) for d in (a, b))
+    assert prompt_id(first) != prompt_id(second)
+    assert f"/approve {prompt_id(second)}" in second.text  # with two waiting, the hint names the id
+    await qa.press(f"ap:{prompt_id(second)}:o")  # the later one first
     await qa.press(f"ap:{prompt_id(first)}:d")
-    second = (await wait_prompts(qa, 2))[1]
-    assert prompt_id(first) != prompt_id(second) and str(b) in second.text
-    await qa.press(f"ap:{prompt_id(second)}:o")
     await qa.wait_for(lambda t: "done" in t)
     assert a.exists() and not b.exists()
     tool_msgs = [m for m in fake_llm.requests[-1]["messages"] if m["role"] == "tool"]
     assert [json.loads(m["content"])["status"] for m in tool_msgs] == ["denied", "ran"]
+
+
+async def test_approve_for_this_session_covers_the_same_command_waiting_in_the_batch(make_runner, fake_llm,
+                                                                                     tmp_path):
+    runner, qa = await make_runner(base(tmp_path))
+    a = victim_dir(tmp_path, "a")
+    command = f"rm -rf {a}"
+    fake_llm.script(ToolCalls([ToolCall("terminal", {"command": command}),
+                               ToolCall("terminal", {"command": command})]), Reply("done"))
+    await qa.say("clean up twice")
+    shown = await wait_prompts(qa, 2)
+    await qa.press(f"ap:{prompt_id(shown[1])}:s")
+    await qa.wait_for(lambda t: "done" in t)
+    tool_msgs = [m for m in fake_llm.requests[-1]["messages"] if m["role"] == "tool"]
+    assert [json.loads(m["content"])["status"] for m in tool_msgs] == ["ran", "ran"]
+    assert not a.exists() and not runner.approvals.pending
+    decided = {r["id"]: r for r in await rows(runner)}
+    assert {(r["status"], r["scope"]) for r in decided.values()} == {("approved", "session")}
+    assert any("Approved for this session" in t for t in edits_for(qa, shown[0].message_id))
+
+
+async def test_prompts_of_a_batch_the_turn_never_reached_are_withdrawn(make_runner, fake_llm, tmp_path):
+    """An interrupted turn leaves no prompt waiting to expire, for the call it was on or those after it."""
+    runner, qa = await make_runner({**base(tmp_path), "gateway": {"busy_mode": "interrupt", "drain_seconds": 0.2}})
+    a, b = victim_dir(tmp_path, "a"), victim_dir(tmp_path, "b")
+    fake_llm.script(ToolCalls([ToolCall("terminal", {"command": f"rm -rf {a}"}),
+                               ToolCall("terminal", {"command": f"rm -rf {b}"})]), Reply("fresh"))
+    await qa.say("clean up")
+    shown = await wait_prompts(qa, 2)
+    await qa.say("never mind")  # busy_mode interrupt: abandons the waiting turn
+    await qa.wait_for(lambda t: "fresh" in t)
+    for prompt in shown:
+        r = await wait_until(lambda p=prompt: _decided(runner, prompt_id(p)))
+        assert (r["status"], r["decided_via"]) == ("denied", "interrupted")
+        assert any("turn ended" in t for t in edits_for(qa, prompt.message_id))
+    assert a.exists() and b.exists() and not runner.approvals.pending
 
 
 def _ctx(interrupt: threading.Event | None = None, **extras: Any) -> Any:

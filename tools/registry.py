@@ -52,6 +52,10 @@ class Tool:
     toolset: str = "core"
     max_result_chars: int | None = None
     check_enabled: Callable[[ToolsConfig], bool] = always
+    # Called for every call of a multi-call batch before the first runs (e.g. to ask for all approvals
+    # at once), and ``finish`` once the batch is over, however it ended.
+    prepare: Callable[[dict[str, Any], ToolContext], None] | None = None
+    finish: Callable[[ToolContext], None] | None = None
 
     def schema(self) -> dict[str, Any]:
         return {
@@ -132,6 +136,28 @@ class ToolRegistry:
         return result
 
 
+    def prepare_batch(self, calls: list[tuple[str, dict[str, Any]]], ctx: ToolContext) -> None:
+        for name, args in calls:
+            tool = self._tools.get(name)
+            if tool is None or tool.prepare is None or not isinstance(args, dict) or not tool.check_enabled(ctx.config):
+                continue
+            try:
+                tool.prepare(args, ctx)
+            except Exception:
+                # Preparing is an optimisation; the call itself still runs (and reports) normally.
+                log.warning("tool prepare failed", extra={"tool": name, "session_key": ctx.session_key}, exc_info=True)
+
+    def finish_batch(self, names: Iterable[str], ctx: ToolContext) -> None:
+        for name in dict.fromkeys(names):
+            tool = self._tools.get(name)
+            if tool is None or tool.finish is None:
+                continue
+            try:
+                tool.finish(ctx)
+            except Exception:
+                log.warning("tool finish failed", extra={"tool": name, "session_key": ctx.session_key}, exc_info=True)
+
+
 registry = ToolRegistry()
 
 
@@ -144,9 +170,12 @@ def tool(
     max_result_chars: int | None = None,
     check_enabled: Callable[[ToolsConfig], bool] = always,
     target: ToolRegistry | None = None,
+    prepare: Callable[[dict[str, Any], ToolContext], None] | None = None,
+    finish: Callable[[ToolContext], None] | None = None,
 ) -> Callable[[Handler], Handler]:
     def decorate(fn: Handler) -> Handler:
-        (target or registry).register(Tool(name, description, parameters, fn, toolset, max_result_chars, check_enabled))
+        (target or registry).register(Tool(name, description, parameters, fn, toolset, max_result_chars, check_enabled,
+                                           prepare, finish))
         return fn
 
     return decorate

@@ -158,6 +158,35 @@ def run_command(command: str, ctx: ToolContext, timeout: float | None = None) ->
     return result
 
 
+# ---- batches: every dangerous command of one model answer is put to the person at once ----------------
+
+_TICKETS = "approval_tickets"
+
+
+def _prepare(args: dict[str, Any], ctx: ToolContext) -> None:
+    command = args.get("command")
+    hook = ctx.extras.get("approve")
+    if not isinstance(command, str) or not command.strip() or not hasattr(hook, "open"):
+        return
+    verdict = classify(command)
+    if verdict.needs_approval:
+        ctx.extras.setdefault(_TICKETS, {}).setdefault(command, []).append(hook.open(command, verdict, ctx))
+
+
+def _take_ticket(ctx: ToolContext, command: str) -> Any:
+    waiting = ctx.extras.get(_TICKETS, {}).get(command)
+    return waiting.pop(0) if waiting else None
+
+
+def _finish(ctx: ToolContext) -> None:
+    """Prompts for calls that never ran (the turn stopped first) are withdrawn, not left to expire."""
+    hook = ctx.extras.get("approve")
+    for tickets in ctx.extras.pop(_TICKETS, {}).values():
+        for ticket in tickets:
+            if not isinstance(ticket, Decision) and hook is not None:
+                hook.cancel(ticket)
+
+
 @tool(
     "terminal",
     "Run a shell command with /bin/bash -c on the host and return its combined stdout/stderr and exit "
@@ -172,6 +201,8 @@ def run_command(command: str, ctx: ToolContext, timeout: float | None = None) ->
     },
     toolset="terminal",
     check_enabled=_enabled,
+    prepare=_prepare,
+    finish=_finish,
 )
 def terminal(args: dict[str, Any], ctx: ToolContext) -> str:
     command = args.get("command")
@@ -191,7 +222,10 @@ def terminal(args: dict[str, Any], ctx: ToolContext) -> str:
         # The gateway attaches the approval broker as extras["approve"]; it blocks this thread until a
         # person answers (or the wait times out). Without it nobody can approve, so nothing dangerous runs.
         hook = ctx.extras.get("approve")
-        if hook is not None:
+        ticket = _take_ticket(ctx, command)
+        if ticket is not None:
+            approval = ticket if isinstance(ticket, Decision) else hook.wait(ticket, ctx)
+        elif hook is not None:
             approval = hook(command, verdict, ctx)
         if verdict.forbidden:
             approval = Decision.forbidden(verdict.reason or "it is on the hardline list")
@@ -204,3 +238,4 @@ def terminal(args: dict[str, Any], ctx: ToolContext) -> str:
     if approval is not None:
         result = {"status": "ran", "approval": approval.message, **result}
     return json.dumps(result, ensure_ascii=False)
+

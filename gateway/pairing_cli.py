@@ -72,8 +72,8 @@ def list_(as_json: Annotated[bool, typer.Option("--json", help="one JSON object"
     if as_json:
         typer.echo(json.dumps({
             "pending": pending,
-            "paired": [{k: v for k, v in row.items() if k != "notified_at"} | {"notified": row["notified_at"] is not None}
-                       for row in paired],
+            "paired": [{**{k: v for k, v in row.items() if k != "notified_at"},
+                        "notified": row["notified_at"] is not None} for row in paired],
             "locked": [{"platform": k, "until": v} for k, v in sorted(locked.items())],
         }))
         return

@@ -124,7 +124,7 @@ async def test_the_trusted_web_style_platform_is_the_owner(make_runner, fake_llm
 
 
 async def test_the_hot_path_check_never_touches_the_database(make_runner, fake_llm):
-    runner, qa = await start(make_runner)
+    runner, _qa = await start(make_runner)
     reads: list[Any] = []
     real = runner.store.run_read
 

@@ -161,3 +161,24 @@ def test_allowed_users_entries_must_name_the_platform() -> None:
         parse_config({"access": {"allowed_users": ["12345"]}})
     with pytest.raises(ConfigError, match=r"access\.unknown_dm"):
         parse_config({"access": {"unknown_dm": "shout"}})
+
+
+@pytest.mark.parametrize("group_policy", ["allowlist", "open"])
+async def test_users_sessions_never_mix_in_groups_or_dms(make_runner, fake_llm, group_policy):
+    _runner, qa = await make_runner({"access": {"allowed_users": ["qa2:alice", "qa2:bob"],
+                                                "group_policy": group_policy}}, adapters=[UntrustedQAAdapter])
+    for n in range(3):
+        for user in ("alice", "bob"):
+            for chat, chat_type in (("g", "group"), (f"dm-{user}", "dm")):
+                text = f"{user}-says-{n}-in-{chat}"
+                await qa.say(text, chat_id=chat, user_id=user, chat_type=chat_type)
+                await qa.wait_for(lambda t, text=text: f"echo: {text}" in t, chat_id=chat)
+    assert len(fake_llm.requests) == 12
+    for request in fake_llm.requests:
+        contents = [str(m.get("content") or "") for m in request["messages"] if m["role"] != "system"]
+        me = contents[-1].split("-says-")[0]
+        other = "bob" if me == "alice" else "alice"
+        assert all(f"{other}-says" not in c for c in contents), (me, contents)
+        # Every earlier turn in the context is this user's, from this same chat.
+        chat = contents[-1].split("-in-")[1]
+        assert all(c.endswith(f"-in-{chat}") for c in contents), contents

@@ -125,13 +125,19 @@ async def wait_until(predicate: Any, timeout: float = 10.0) -> None:
         await asyncio.sleep(0.02)
 
 
-@pytest.mark.parametrize("machines", ["one machine", "two machines"])
 async def test_second_runner_is_refused_only_for_that_adapter_then_takes_over(make_runner, db_url, tmp_path,
-                                                                              monkeypatch, machines):
-    if machines == "two machines" and not db_url.startswith("postgresql"):
-        pytest.skip("two machines share a bot's lock only through PostgreSQL")
+                                                                              monkeypatch):
+    await refused_then_takes_over(make_runner, db_url, tmp_path, monkeypatch, [None, None])
+
+
+async def test_on_postgresql_a_runner_on_another_machine_is_refused_too(make_runner, pg_url, tmp_path, monkeypatch):
+    # Each runner has its own lock folder (another machine): only the advisory lock keeps them apart.
+    await refused_then_takes_over(make_runner, pg_url, tmp_path, monkeypatch, [tmp_path / "m1", tmp_path / "m2"])
+
+
+async def refused_then_takes_over(make_runner: Any, db_url: str, tmp_path: Path, monkeypatch: Any,
+                                  dirs: list[Path | None]) -> None:
     token = f"tok-{uuid.uuid4().hex}"
-    dirs = [tmp_path / "m1", tmp_path / "m2"] if machines == "two machines" else [None, None]
     first, _ = await make_runner({"database": {"url": db_url}}, adapters=[locked_adapter(token, dirs[0])])
     await wait_until(lambda: first.adapters["locked"].state == "connected")
     monkeypatch.setenv("HERALD_HOME", str(tmp_path / "home2"))

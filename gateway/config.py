@@ -207,6 +207,7 @@ class Paths:
 
     home: Path
     config_file: Path
+    profile: str = "default"  # shown as a credential lock's holder
 
     @property
     def db_file(self) -> Path:
@@ -232,10 +233,6 @@ class Paths:
     def pid_file(self) -> Path:
         return self.home / "herald.pid"
 
-    @property
-    def profile(self) -> str:
-        """The profile's name ("default" for $HERALD_HOME itself): shown as a credential lock's holder."""
-        return self.home.name if self.home.parent.name == "profiles" else "default"
 
 
 def resolve_paths(profile: str | None = None, config: str | Path | None = None) -> Paths:
@@ -248,7 +245,7 @@ def resolve_paths(profile: str | None = None, config: str | Path | None = None) 
     else:
         home = base
     config_file = Path(config).expanduser() if config else home / "config.yaml"
-    return Paths(home=home, config_file=config_file)
+    return Paths(home=home, config_file=config_file, profile=profile or "default")
 
 
 def _loc(loc: tuple[Any, ...]) -> str:

@@ -123,6 +123,32 @@ class ApprovalsConfig(_Model):
         return v
 
 
+class AccessConfig(_Model):
+    """Who may talk to the agent (gateway/access.py, gateway/pairing.py). Default deny."""
+
+    # "platform:user_id" entries, e.g. ["telegram:123456789"]; added to each platform's allowed_users.
+    allowed_users: list[str] = Field(default_factory=list)
+    # "platform:user_id" entries who may also run admin commands (/pair, /sethome, /cron remove).
+    admins: list[str] = Field(default_factory=list)
+    # An unknown user's direct message: "pair" answers with a one-time pairing code, "ignore" says nothing.
+    unknown_dm: Literal["pair", "ignore"] = "pair"
+    # Groups: "allowlist" takes only allowed users' messages; "open" lets anyone in the group talk.
+    group_policy: Literal["allowlist", "open"] = "allowlist"
+
+    @field_validator("allowed_users", "admins", mode="before")
+    @classmethod
+    def _platform_ids(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            out = []
+            for item in v:
+                platform, sep, user = str(item).partition(":")
+                if not sep or not platform or not user:
+                    raise ValueError(f"entries are platform:user_id, e.g. telegram:123456789 (got {item!r})")
+                out.append(f"{platform.strip().lower()}:{user.strip()}")
+            return out
+        return v
+
+
 class WebPlatformConfig(_Model):
     enabled: bool = True
 
@@ -171,6 +197,7 @@ class Config(_Model):
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
+    access: AccessConfig = Field(default_factory=AccessConfig)
     platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)
 
 
@@ -180,6 +207,7 @@ class Paths:
 
     home: Path
     config_file: Path
+    profile: str = "default"  # shown as a credential lock's holder
 
     @property
     def db_file(self) -> Path:
@@ -206,6 +234,7 @@ class Paths:
         return self.home / "herald.pid"
 
 
+
 def resolve_paths(profile: str | None = None, config: str | Path | None = None) -> Paths:
     base = Path(os.environ.get("HERALD_HOME") or Path.home() / ".herald").expanduser()
     profile = profile or os.environ.get("HERALD_PROFILE") or None
@@ -216,7 +245,7 @@ def resolve_paths(profile: str | None = None, config: str | Path | None = None) 
     else:
         home = base
     config_file = Path(config).expanduser() if config else home / "config.yaml"
-    return Paths(home=home, config_file=config_file)
+    return Paths(home=home, config_file=config_file, profile=profile or "default")
 
 
 def _loc(loc: tuple[Any, ...]) -> str:

@@ -1,31 +1,70 @@
 """Credential locks: one bot token, one process.
 
 Two processes polling with the same bot token steal each other's updates (Telegram answers 409 Conflict,
-Discord/Slack double-answer). Each adapter takes an OS file lock keyed by the sha256 of its credential
-before it connects; a second process gets ``CredentialLocked`` naming the holder's pid, and the runner keeps
-retrying, so it takes over once the first one stops. The lock dies with its process (flock), so a crash
-never leaves a stale lock behind.
+Discord/Slack double-answer). Adapters declare their credentials (``PlatformAdapter.credentials()``) and
+the runner's adapter supervision takes a lock keyed by scope + sha256 of each one before the adapter
+connects, and releases it when the adapter stops. A second process gets ``CredentialLocked`` naming the
+holder (pid, profile, host); only that adapter is refused, and the runner keeps retrying, so it takes
+over once the first one stops.
 
-Locks live in ``$XDG_STATE_HOME/herald/locks`` (default ``~/.local/state/herald/locks``): shared by every
-profile of the user, since profiles must not share a token either.
+- Always: an OS file lock (flock) in ``$XDG_STATE_HOME/herald/locks`` (default
+  ``~/.local/state/herald/locks``), shared by every profile of the user on this machine. The lock dies
+  with its process, so a crash (even SIGKILL) never leaves a stale lock behind.
+- With PostgreSQL as well: a session-level advisory lock on a connection of its own, kept open while the
+  lock is held, so two machines sharing the database can't drive the same bot either. The server drops
+  it when that connection ends (crash, network loss); the holder pings the connection and gives the
+  adapter up if it is lost. The holder's identity is in ``credential_lock_holders`` for the loser to read.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import fcntl
 import hashlib
+import json
 import os
+import socket
+import time
+from collections.abc import Awaitable
 from pathlib import Path
+from typing import Any
+
+from sqlalchemy import BigInteger, Column, Float, Integer, String, Table, delete, insert, select, text
+from sqlalchemy.engine import Connection
+
+from gateway.db import metadata
+
+credential_lock_holders = Table(
+    "credential_lock_holders",
+    metadata,
+    Column("lock_key", BigInteger, primary_key=True),
+    Column("scope", String(64), nullable=False),
+    Column("pid", Integer, nullable=True),
+    Column("profile", String(128), nullable=True),
+    Column("host", String(256), nullable=True),
+    Column("acquired_at", Float, nullable=False),
+)
+
+
+def describe_holder(holder: dict[str, Any] | None) -> str:
+    if not holder or not holder.get("pid"):
+        return "another process"
+    parts = [f"pid {holder['pid']}"]
+    if holder.get("profile"):
+        parts.append(f"profile {holder['profile']}")
+    if holder.get("host"):
+        parts.append(f"host {holder['host']}")
+    return ", ".join(parts)
 
 
 class CredentialLocked(RuntimeError):
-    def __init__(self, scope: str, holder_pid: int | None, path: Path) -> None:
-        who = f"pid {holder_pid}" if holder_pid else "another process"
-        super().__init__(f"this {scope} credential is in use by another Herald process ({who}, lock {path}); "
-                         "stop that one or give this profile its own credential")
+    def __init__(self, scope: str, holder: dict[str, Any] | None, where: str) -> None:
+        super().__init__(f"this {scope} credential is in use by another Herald process ({describe_holder(holder)}; "
+                         f"{where}); stop that one or give this profile its own credential")
         self.scope = scope
-        self.holder_pid = holder_pid
-        self.path = path
+        self.holder = holder or {}
+        self.holder_pid: int | None = self.holder.get("pid")
 
 
 def lock_dir() -> Path:
@@ -33,13 +72,28 @@ def lock_dir() -> Path:
     return Path(base).expanduser() / "herald" / "locks"
 
 
-class CredentialLock:
-    """``acquire()`` / ``release()`` an exclusive lock on one credential (idempotent both ways)."""
+def credential_digest(credential: str) -> str:
+    return hashlib.sha256(credential.encode()).hexdigest()
 
-    def __init__(self, scope: str, credential: str, directory: Path | None = None) -> None:
-        digest = hashlib.sha256(credential.encode()).hexdigest()[:32]
+
+def advisory_key(scope: str, credential: str) -> int:
+    """A signed 64-bit key for pg_try_advisory_lock, from the scope and the credential's sha256."""
+    digest = hashlib.sha256(f"herald-credential:{scope}:{credential_digest(credential)}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def this_holder(profile: str | None = None) -> dict[str, Any]:
+    return {"pid": os.getpid(), "profile": profile, "host": socket.gethostname()}
+
+
+class CredentialLock:
+    """``acquire()`` / ``release()`` an exclusive file lock on one credential (idempotent both ways)."""
+
+    def __init__(self, scope: str, credential: str, directory: Path | None = None,
+                 holder: dict[str, Any] | None = None) -> None:
         self.scope = scope
-        self.path = (directory or lock_dir()) / f"{scope}-{digest}.lock"
+        self.path = (directory or lock_dir()) / f"{scope}-{credential_digest(credential)[:32]}.lock"
+        self.holder = holder or this_holder()
         self._fd: int | None = None
 
     @property
@@ -55,12 +109,13 @@ class CredentialLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             try:
-                raw = os.pread(fd, 32, 0).decode(errors="replace").strip()
+                raw = os.pread(fd, 4096, 0).decode(errors="replace").strip()
             finally:
                 os.close(fd)
-            raise CredentialLocked(self.scope, int(raw) if raw.isdigit() else None, self.path) from None
+            raise CredentialLocked(self.scope, _parse_holder(raw), f"lock {self.path}") from None
+        record = json.dumps({**self.holder, "since": time.time()})
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        os.pwrite(fd, f"{record}\n".encode(), 0)
         self._fd = fd
 
     def release(self) -> None:
@@ -72,3 +127,154 @@ class CredentialLock:
             fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
+
+
+def _parse_holder(raw: str) -> dict[str, Any] | None:
+    if raw.isdigit():  # written by an older Herald: the pid alone
+        return {"pid": int(raw)}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+class PgCredentialLock:
+    """A session-level PostgreSQL advisory lock on a dedicated connection, held while the connection lives."""
+
+    def __init__(self, url: str, scope: str, credential: str, holder: dict[str, Any] | None = None) -> None:
+        self.url = url
+        self.scope = scope
+        self.key = advisory_key(scope, credential)
+        self.holder = holder or this_holder()
+        self._engine: Any = None
+        self._conn: Any = None
+
+    @property
+    def held(self) -> bool:
+        return self._conn is not None
+
+    async def acquire(self) -> None:
+        if self._conn is not None:
+            return
+        from sqlalchemy.ext.asyncio import create_async_engine
+        from sqlalchemy.pool import NullPool
+
+        engine = create_async_engine(self.url, poolclass=NullPool)
+        key, scope, holder = self.key, self.scope, self.holder
+
+        def take(conn: Connection) -> dict[str, Any] | None:
+            """None when taken (and our identity recorded); otherwise the holder's record."""
+            if conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar():
+                conn.execute(delete(credential_lock_holders).where(credential_lock_holders.c.lock_key == key))
+                conn.execute(insert(credential_lock_holders).values(
+                    lock_key=key, scope=scope, pid=holder.get("pid"), profile=holder.get("profile"),
+                    host=holder.get("host"), acquired_at=time.time()))
+                return None
+            row = conn.execute(select(credential_lock_holders).where(credential_lock_holders.c.lock_key == key)).first()
+            return dict(row._mapping) if row else {}
+
+        conn = None
+        try:
+            conn = await engine.connect()
+            other = await conn.run_sync(take)
+            await conn.commit()
+        except BaseException:
+            if conn is not None:
+                await conn.close()
+            await engine.dispose()
+            raise
+        if other is not None:
+            await conn.close()
+            await engine.dispose()
+            raise CredentialLocked(self.scope, other, "PostgreSQL advisory lock")
+        self._engine, self._conn = engine, conn
+
+    async def check(self) -> None:
+        """Raise ConnectionError if the lock's connection (and with it the lock) is gone."""
+        if self._conn is None:
+            raise ConnectionError(f"the {self.scope} credential lock is not held")
+        try:
+            await asyncio.wait_for(self._conn.run_sync(lambda c: c.execute(text("SELECT 1")).scalar()), 10)
+            await self._conn.commit()
+        except Exception as exc:
+            raise ConnectionError(f"lost the {self.scope} credential lock's database connection: "
+                                  f"{type(exc).__name__}") from exc
+
+    async def release(self) -> None:
+        conn, engine, self._conn, self._engine = self._conn, self._engine, None, None
+        if conn is None:
+            return
+        key = self.key
+        try:
+            await conn.run_sync(lambda c: c.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key}))
+            await conn.commit()
+        except Exception:
+            pass  # closing the connection below releases it anyway
+        finally:
+            with contextlib.suppress(Exception):
+                await conn.close()
+            await engine.dispose()
+
+
+class CredentialLocks:
+    """The runner's locks, per adapter: taken before it connects, released when it stops."""
+
+    check_seconds = 10.0  # how often a held PostgreSQL lock's connection is pinged
+
+    def __init__(self, db_url: str, profile: str | None = None, directory: Path | None = None) -> None:
+        self.pg_url = db_url if db_url.startswith("postgresql") else None
+        self.holder = this_holder(profile)
+        self.directory = directory
+        self._held: dict[str, list[CredentialLock | PgCredentialLock]] = {}
+
+    async def acquire(self, owner: str, credentials: list[tuple[str, str]]) -> None:
+        await self.release(owner)
+        held: list[CredentialLock | PgCredentialLock] = []
+        try:
+            for scope, credential in credentials:
+                file_lock = CredentialLock(scope, credential, self.directory, self.holder)
+                await asyncio.to_thread(file_lock.acquire)
+                held.append(file_lock)
+                if self.pg_url:
+                    pg_lock = PgCredentialLock(self.pg_url, scope, credential, self.holder)
+                    await pg_lock.acquire()
+                    held.append(pg_lock)
+        except BaseException:
+            for lock in reversed(held):
+                await _release(lock)
+            raise
+        if held:
+            self._held[owner] = held
+
+    async def release(self, owner: str) -> None:
+        for lock in reversed(self._held.pop(owner, [])):
+            await _release(lock)
+
+    async def watch(self, owner: str, closed: Awaitable[None]) -> None:
+        """Wait for the adapter's connection to end; raise early if a database lock is lost meanwhile."""
+        pg = [lock for lock in self._held.get(owner, []) if isinstance(lock, PgCredentialLock)]
+        if not pg:
+            await closed
+            return
+        task = asyncio.ensure_future(closed)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=self.check_seconds)
+                if done:
+                    task.result()
+                    return
+                for lock in pg:
+                    await lock.check()
+        finally:
+            task.cancel()
+
+    def held(self, owner: str) -> bool:
+        return bool(self._held.get(owner))
+
+
+async def _release(lock: CredentialLock | PgCredentialLock) -> None:
+    if isinstance(lock, PgCredentialLock):
+        await lock.release()
+    else:
+        lock.release()

@@ -29,6 +29,8 @@ from gateway.commands import CommandContext, CommandRegistry, ParsedCommand, par
 from gateway.config import Config, Paths, secret, secret_env_names
 from gateway.db import Store
 from gateway.delivery import Delivery
+from gateway.locks import CredentialLocked, CredentialLocks
+from gateway.pairing import PairingService  # also defines its tables before Store.init
 from gateway.platforms import PLATFORMS, adapter_class
 from gateway.platforms.base import ButtonPress, InboundMessage, OutboundMessage, PlatformAdapter, Source
 from gateway.session.keys import session_key
@@ -88,6 +90,8 @@ class ShuttingDown(Exception):
 
 
 class GatewayRunner:
+    lock_retry_seconds = 3.0  # most time between retries while another process holds a credential
+
     def __init__(self, cfg: Config, paths: Paths, extra_adapters: list[Any] | None = None) -> None:
         """``extra_adapters``: factories of adapters beyond the configured platforms (test channels)."""
         self.cfg = cfg
@@ -113,6 +117,9 @@ class GatewayRunner:
         # Button id prefix -> handler; features that send buttons (approvals, ...) register here.
         self.button_handlers: dict[str, Any] = {}
         self.approvals = ApprovalBroker(self)  # registers the "ap" buttons and /approve, /deny
+        self.access = access.AccessControl(cfg)
+        self.pairing = PairingService(self)  # registers /pair
+        self.locks = CredentialLocks(self.store.url, paths.profile)
         self._http: Any = None
         self._agent: Any = None
         self._tool_names: list[str] = []
@@ -127,6 +134,7 @@ class GatewayRunner:
         if self.cfg.database.url is None:
             self.paths.home.mkdir(parents=True, exist_ok=True)
         await self.store.init()
+        await self.pairing.start()
         self._agent = self._build_agent()
         for name in PLATFORMS:
             platform_cfg = getattr(self.cfg.platforms, name, None)
@@ -177,6 +185,7 @@ class GatewayRunner:
                 await asyncio.wait_for(adapter.stop(), timeout=10)
             except Exception as exc:
                 log.warning("adapter_stop_failed", platform=adapter.name, error=str(exc))
+            await self.locks.release(adapter.name)
         if self._http:
             await self._http.stop()
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -195,24 +204,32 @@ class GatewayRunner:
         while not self.stopping:
             adapter.state = "starting"
             try:
+                # Its credentials' locks first: a second process driving the same bot would steal its updates.
+                await self.locks.acquire(adapter.name, adapter.credentials())
                 await adapter.start()
                 adapter.state, adapter.last_error, delay = "connected", None, 1.0
                 log.info("adapter_connected", platform=adapter.name)
-                await adapter.wait_closed()
+                await self.locks.watch(adapter.name, adapter.wait_closed())
                 raise ConnectionError("connection closed")
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 if self.stopping:
                     return
-                adapter.state, adapter.last_error = "retrying", f"{type(exc).__name__}: {exc}"
+                locked = isinstance(exc, CredentialLocked)
+                adapter.state = "retrying"
+                adapter.last_error = str(exc) if locked else f"{type(exc).__name__}: {exc}"
+                if locked:
+                    # Retry soon: the holder may stop any moment, and this adapter should take over then.
+                    delay = min(delay, self.lock_retry_seconds)
                 log.warning("adapter_down", platform=adapter.name, error=adapter.last_error, retry_in=round(delay, 1))
                 try:
                     await asyncio.wait_for(adapter.stop(), timeout=10)
                 except Exception:
                     pass
+                await self.locks.release(adapter.name)
                 await asyncio.sleep(delay * (0.8 + random.random() * 0.4))
-                delay = min(delay * 2, 300.0)
+                delay = min(delay * 2, self.lock_retry_seconds if locked else 300.0)
 
     # ---- agent -----------------------------------------------------------------------------------
 
@@ -263,10 +280,11 @@ class GatewayRunner:
             self.counters["messages_duplicate"] += 1
             log.info("duplicate_dropped", platform=adapter.name, platform_message_id=msg.platform_message_id)
             return None
-        if not access.is_allowed(self.cfg, msg.source, trusted_platform=getattr(adapter, "trusted", False)):
+        if not self.access.allowed(msg.source, getattr(adapter, "trusted", False)):
             self.counters["messages_denied"] += 1
             await self.store.inbox_set(inbox_id, "denied")
             log.info("sender_denied", platform=adapter.name, user_id=msg.source.user_id)
+            self.pairing.denied(adapter, msg.source)
             return None
         self.counters["messages_accepted"] += 1
         parsed = parse_command(msg.text)
@@ -310,7 +328,7 @@ class GatewayRunner:
                 assert command is not None
                 if not command.available_on(adapter.name):
                     reply = f"/{command.name} is not available here."
-                elif command.admin_only and not access.is_admin(self.cfg, source, getattr(adapter, "trusted", False)):
+                elif command.admin_only and not self.access.admin(source, getattr(adapter, "trusted", False)):
                     reply = f"/{command.name} is for admins only."
                 else:
                     ctx = CommandContext(self, adapter, item.msg, item.key, item.command.args)
@@ -327,6 +345,9 @@ class GatewayRunner:
             structlog.contextvars.unbind_contextvars("session_key", "platform")
 
     async def button_pressed(self, adapter: PlatformAdapter, press: ButtonPress) -> str | None:
+        if not self.access.allowed(press.source, getattr(adapter, "trusted", False)):
+            log.info("button_denied", platform=adapter.name, user_id=press.source.user_id)
+            return "You are not allowed to use this bot."
         handler = self.button_handlers.get(press.button_id.split(":", 1)[0])
         if handler is None:
             return "This button is no longer active."

@@ -73,13 +73,13 @@ class QAAdapter(PlatformAdapter):
     async def say(self, text: str, chat_id: str = "c1", user_id: str = "u1", message_id: str | None = None,
                   chat_type: ChatType = "dm", thread_id: str | None = None) -> bool:
         msg = InboundMessage(
-            source=Source("qa", chat_id, user_id, chat_type=chat_type, thread_id=thread_id),
+            source=Source(self.name, chat_id, user_id, chat_type=chat_type, thread_id=thread_id),
             text=text, platform_message_id=message_id or f"in{next(self._ids)}",
         )
         return await self.handle_message(msg)
 
     async def press(self, button_id: str, chat_id: str = "c1", user_id: str = "u1") -> str | None:
-        return await self.handle_button(ButtonPress(Source("qa", chat_id, user_id), button_id))
+        return await self.handle_button(ButtonPress(Source(self.name, chat_id, user_id), button_id))
 
     def texts(self, chat_id: str | None = None) -> list[str]:
         return [s.text for s in self.sent if chat_id is None or s.chat_id == chat_id]

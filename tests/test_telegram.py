@@ -94,13 +94,15 @@ async def test_dm_is_answered_as_a_reply_with_the_command_menu_set(start_tg, fak
     assert len(fake_tg.chat_actions) == actions
 
 
-async def test_allowed_users_as_numbers_and_strings_and_strangers_get_nothing(start_tg, fake_tg, fake_llm):
+async def test_allowed_users_as_numbers_and_strings_and_strangers_get_only_a_pairing_code(start_tg, fake_tg,
+                                                                                          fake_llm):
     runner = await start_tg()
     fake_tg.user_message(STRANGER, text="let me in")
     fake_tg.user_message(BOB, text="from bob")  # configured as the string "222"
     await fake_tg.wait_sent(lambda s: any(m.text == "echo: from bob" for m in s))
+    await fake_tg.wait_sent(lambda s: any(m.chat_id == STRANGER for m in s))
     await asyncio.sleep(0.2)
-    assert fake_tg.sent_to(STRANGER) == []
+    assert [("pairing code" in m.text) for m in fake_tg.sent_to(STRANGER)] == [True]
     assert all("let me in" not in str(r["messages"]) for r in fake_llm.requests)
     assert runner.counters["messages_denied"] == 1
 

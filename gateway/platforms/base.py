@@ -150,6 +150,14 @@ class PlatformAdapter(abc.ABC):
     @abc.abstractmethod
     async def stop(self) -> None: ...
 
+    def credentials(self) -> list[tuple[str, str]]:
+        """(scope, secret) pairs this adapter connects with (bot token, app token).
+
+        The runner locks each one before ``start()`` and unlocks it after ``stop()``, so two Herald
+        processes never drive the same bot (gateway/locks.py).
+        """
+        return []
+
     async def wait_closed(self) -> None:
         """Return (or raise) when the connection dies on its own; the runner then restarts the adapter.
 

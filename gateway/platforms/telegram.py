@@ -35,9 +35,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from aiohttp import web
 
-from gateway import access
 from gateway.config import secret
-from gateway.locks import CredentialLock
 from gateway.platforms.base import (
     Button,
     ButtonPress,
@@ -225,7 +223,6 @@ class TelegramAdapter(PlatformAdapter):
         self.bot: Bot | None = None
         self.bot_id: int | None = None
         self.username: str = ""
-        self._lock: CredentialLock | None = None
         self._offset: int | None = None
         self._confirmed: int | None = None
         self._poller: asyncio.Task[None] | None = None
@@ -244,9 +241,6 @@ class TelegramAdapter(PlatformAdapter):
         if not token:
             raise RuntimeError(f"platforms.telegram is enabled but the bot token is not set: put it in the "
                                f"environment variable {self.cfg.token_env} (or $HERALD_HOME/.env)")
-        lock = CredentialLock("telegram", token)
-        lock.acquire()  # CredentialLocked names the holder; the runner retries with backoff
-        self._lock = lock
         base_url = self.cfg.base_url or "https://api.telegram.org/bot"
         bot = Bot(
             token, base_url=base_url, base_file_url=file_base_url(base_url),
@@ -297,12 +291,13 @@ class TelegramAdapter(PlatformAdapter):
                 await bot.shutdown()
             except Exception as exc:
                 log.debug("telegram_shutdown_failed", error=str(exc))
-        if self._lock is not None:
-            self._lock.release()
-            self._lock = None
         if self._closed is not None and not self._closed.done():
             self._closed.cancel()
         self._webhook_secret = None
+
+    def credentials(self) -> list[tuple[str, str]]:
+        token = secret(self.cfg.token_env)
+        return [("telegram", token)] if token else []
 
     async def wait_closed(self) -> None:
         assert self._closed is not None
@@ -512,7 +507,7 @@ class TelegramAdapter(PlatformAdapter):
                         return f"[The user sent a poll: {value.question}]"
                     return f"[The user sent a {attr.replace('_', ' ')}, which I can't open here.]"
             return None
-        if not access.is_allowed(self.runner.cfg, source):
+        if not self.runner.access.allowed(source):
             return f"[{kind}]"  # strangers' files are never downloaded; the inbox denies the message anyway
         cap = int(self.cfg.max_media_mb * 1024 * 1024)
         size = getattr(obj, "file_size", None) or 0
@@ -576,9 +571,7 @@ class TelegramAdapter(PlatformAdapter):
         query = update.callback_query
         assert query is not None
         notice: str | None
-        if not access.is_allowed(self.runner.cfg, press.source):
-            notice = "You are not allowed to use this bot."
-        elif press.button_id.startswith("~") and press.button_id not in self._long_buttons:
+        if press.button_id.startswith("~") and press.button_id not in self._long_buttons:
             notice = "This button is no longer active."
         else:
             button_id = self._long_buttons.get(press.button_id, press.button_id)

@@ -22,6 +22,7 @@ import asyncio
 import itertools
 import json
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -536,3 +537,64 @@ class FakeTelegram:
         if 200 <= status < 300 and update in self.updates:
             self.updates.remove(update)
         return status
+
+
+class FakeTelegramThread:
+    """A FakeTelegram served from a background thread with its own loop, for tests that run ``herald run``.
+
+    ``call(fn, *args)`` runs ``fn(fake, *args)`` on the fake's loop and returns its result.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.fake = FakeTelegram(**kwargs)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def token(self) -> str:
+        return self.fake.token
+
+    @property
+    def base_url(self) -> str:
+        return self.fake.base_url
+
+    def start(self) -> str:
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                loop.run_until_complete(self.fake.start())
+            except BaseException as exc:
+                failure.append(exc)
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self.fake.stop())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="fake-telegram", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            raise failure[0]
+        return self.base_url
+
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        assert self._loop is not None
+
+        async def run() -> Any:
+            return fn(self.fake, *args, **kwargs)
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(10)
+
+    def stop(self) -> None:
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+            self._loop = None
+            self._thread = None

@@ -1,0 +1,96 @@
+"""``herald profile list | create NAME``: several independent Heralds under one HERALD_HOME.
+
+A profile is ``$HERALD_HOME/profiles/NAME`` with its own config.yaml, .env, database, logs and web token;
+``herald --profile NAME …`` (or ``HERALD_PROFILE=NAME``) points every subcommand at it. Profiles may run
+side by side; two that use the same bot token are kept apart by the credential lock (gateway/locks.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gateway.config import ConfigError, resolve_paths
+
+app = typer.Typer(no_args_is_help=True, help="Profiles: independent Heralds (config, database, logs, web token).")
+
+STARTER_CONFIG = """\
+# Herald profile "{name}". Every key, its default and its meaning: config.example.yaml in the Herald
+# sources. Secrets go in the environment or in {env_file} (keys ending in _env name the variable).
+# Run this profile with: herald --profile {name} run
+
+model:
+  base_url: null          # e.g. https://api.openai.com/v1
+  name: null              # e.g. gpt-4o-mini
+  api_key_env: null       # e.g. OPENAI_API_KEY
+
+http:
+  port: {port}             # each profile running at the same time needs its own port
+
+platforms:
+  web:
+    enabled: true
+  telegram:
+    enabled: false
+    token_env: TELEGRAM_BOT_TOKEN   # give each profile its own bot: one token is driven by one Herald
+    allowed_users: []
+"""
+
+
+def _base() -> Path:
+    return Path(os.environ.get("HERALD_HOME") or Path.home() / ".herald").expanduser()
+
+
+def _names() -> list[str]:
+    root = _base() / "profiles"
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.is_dir())
+
+
+@app.command("list")
+def list_(as_json: Annotated[bool, typer.Option("--json", help="one JSON array")] = False) -> None:
+    """The default profile and every named one; * marks the one this command line selects."""
+    from gateway.cli import state
+
+    current = state.profile or os.environ.get("HERALD_PROFILE") or "default"
+    rows = []
+    for name in ["default", *_names()]:
+        paths = resolve_paths(None if name == "default" else name)
+        rows.append({"name": name, "home": str(paths.home), "config": paths.config_file.exists(),
+                     "current": name == current})
+    if as_json:
+        typer.echo(json.dumps(rows))
+        return
+    for row in rows:
+        mark = "*" if row["current"] else " "
+        note = "" if row["config"] else "  (no config.yaml: embedded defaults)"
+        typer.echo(f"{mark} {row['name']:20} {row['home']}{note}")
+
+
+@app.command("create")
+def create(name: Annotated[str, typer.Argument(help="letters, digits, - and _")]) -> None:
+    """Create a profile: its folder, a starter config.yaml, and folders for logs and media."""
+    if name == "default":
+        typer.echo("herald: 'default' is $HERALD_HOME itself; pick another name", err=True)
+        raise typer.Exit(2)
+    try:
+        paths = resolve_paths(name)
+    except ConfigError as exc:
+        typer.echo(f"herald: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if paths.home.exists():
+        typer.echo(f"herald: profile {name} already exists at {paths.home}", err=True)
+        raise typer.Exit(1)
+    paths.home.mkdir(parents=True, mode=0o700)
+    for directory in (paths.logs_dir, paths.media_dir):
+        directory.mkdir(mode=0o700)
+    # Next to the default 8650, one port per existing profile, so a new profile can run beside the others.
+    port = 8650 + len(_names())
+    paths.config_file.write_text(STARTER_CONFIG.format(name=name, env_file=paths.env_file, port=port))
+    typer.echo(f"Created profile {name} at {paths.home}\n"
+               f"Edit {paths.config_file}, then run: herald --profile {name} run")

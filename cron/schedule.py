@@ -99,7 +99,9 @@ def parse_schedule(text: str, tz: str | None = None, now: float | None = None) -
     if lower == "every":
         raise ScheduleError("'every' needs an interval, e.g. every 30m")
     fields = text.split(" ")
-    if len(fields) > 1 and all(re.fullmatch(r"[\d*/,\-A-Za-z?]+", f) for f in fields) and not _DURATION.match(lower):
+    cron_like = all(re.fullmatch(r"[\d*/,\-A-Za-z?]+", f) for f in fields) and any(
+        re.search(r"[\d*]", f) for f in fields)
+    if len(fields) > 1 and cron_like and not _DURATION.match(lower):
         if len(fields) != 5:
             raise ScheduleError(f"{text!r}: a cron expression has 5 fields (minute hour day month weekday), "
                                 f"not {len(fields)}")

@@ -15,6 +15,7 @@ minutes runs, a later one is marked missed and its targets are told.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -57,12 +58,14 @@ class CronScheduler:
         from cron.tool_api import CronToolAPI
 
         self.tool_api = CronToolAPI(self)
-        runner.tool_extras["cron"] = self.tool_api
+        runner.tool_extras["cron_api"] = self.tool_api
 
     # ---- lifecycle ---------------------------------------------------------------------------------
 
     async def start(self, timer: bool = True) -> None:
         """Fail runs a dead process left 'running', then (with ``timer``) let APScheduler call ``tick``."""
+        # APScheduler logs every poll at INFO through stdlib logging; our own events say what matters.
+        logging.getLogger("apscheduler").setLevel(logging.WARNING)
         jobs = await self.store.jobs()
         longest = max([self.cfg.timeout_seconds, *(j["timeout_seconds"] or 0 for j in jobs)])
         stale = await self.store.write(op_fail_stale_runs(self.now() - longest - 120))

@@ -116,7 +116,8 @@ class GatewayRunner:
         self.approvals = ApprovalBroker(self)  # registers the "ap" buttons and /approve, /deny
         register_cron_commands(self.commands)
         self.cron: Any = None  # cron.scheduler.CronScheduler once started (cron.enabled)
-        # Extra ToolContext.extras for every chat turn, filled by features the tools reach (cron: "cron").
+        # Extra ToolContext.extras for every turn, filled by features the tools reach (cron: "cron_api").
+        # Not "cron": that key marks a cron turn, whose dangerous commands follow approvals.cron_mode.
         self.tool_extras: dict[str, Any] = {}
         self._model_agents: dict[str, Any] = {}
         self._http: Any = None
@@ -486,7 +487,8 @@ class GatewayRunner:
             raise RuntimeError("no model is configured (model.base_url and model.name in config.yaml)")
         session = await self.store.session_create(str(uuid.uuid4()), key, "cron", self._system_prompt("cron"))
         interrupt = threading.Event()
-        ctx = self._tool_context(key, interrupt, self.approvals.hook_for(key, None), cron=True, **(extras or {}))
+        ctx = self._tool_context(key, interrupt, self.approvals.hook_for(key, None),
+                                 **{**self.tool_extras, **(extras or {}), "cron": True})
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(self.pool, contextvars.copy_context().run, agent.run,
                                       session["system_prompt"] or "", [], content, interrupt, TurnCallbacks(), ctx)

@@ -91,8 +91,8 @@ async def test_silent_answer_is_stored_not_delivered(make_runner, fake_llm):
 
 async def test_exactly_once_with_two_schedulers_on_one_database(make_runner, db_url):
     clock = Clock()
-    a_runner, a_qa, a = await start_cron(make_runner, clock, db_url=db_url)
-    b_runner, b_qa, b = await start_cron(make_runner, clock, db_url=db_url)
+    _a_runner, a_qa, a = await start_cron(make_runner, clock, db_url=db_url)
+    _b_runner, b_qa, b = await start_cron(make_runner, clock, db_url=db_url)
     jobs = [await create(a, schedule="every 1h", script=f"echo job{i}", no_agent=True) for i in range(3)]
     hours = 4
     for _ in range(hours):
@@ -218,7 +218,7 @@ async def test_a_job_never_overlaps_itself(make_runner):
 
 async def test_cronjob_tool_creates_a_job_for_the_chat_it_was_asked_in(make_runner, fake_llm):
     clock = Clock()
-    runner, qa, sched = await start_cron(make_runner, clock)
+    _runner, qa, sched = await start_cron(make_runner, clock)
     args = {"action": "create", "schedule": "every 1h", "prompt": "check the disk", "name": "disk"}
     await qa.say(f"[tool=cronjob:{json.dumps(args)}]", chat_id="c7")
     [reply] = await qa.wait_for(lambda t: len(t) >= 1, chat_id="c7")
@@ -298,3 +298,23 @@ def test_cron_config_errors_name_the_key(bad):
 
     with pytest.raises(ConfigError, match=r"cron\."):
         parse_config(bad)
+
+
+@pytest.mark.parametrize("mode", ["deny", "allow"])
+async def test_dangerous_command_in_a_run_follows_cron_mode(make_runner, tmp_path, mode):
+    clock = Clock()
+    runner, qa, sched = await start_cron(make_runner, clock)
+    runner.cfg.approvals.cron_mode = mode
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "f").write_text("x")
+    command = json.dumps({"command": f"rm -rf {victim}"})
+    job = await create(sched, schedule="10m", prompt=f"[tool=terminal:{command}]", name="cleanup")
+    clock.t += 600
+    await sched.tick()
+    await settle(sched)
+    [run] = await runs(sched, job["id"])
+    assert run["status"] == "ok" and "tool said" in run["output"]
+    assert victim.exists() is (mode == "deny")
+    assert ("cron_mode is deny" in run["output"]) is (mode == "deny")
+    assert not qa.texts("c1")[0].count("Approve once")  # nobody was asked

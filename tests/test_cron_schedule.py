@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
@@ -83,7 +84,7 @@ def test_cron_time_that_does_not_exist_on_dst_day_runs_once_not_twice():
         times.append(next_after(s, times[-1], start))
     days = [datetime.fromtimestamp(t, ZoneInfo(tz)).date().isoformat() for t in times]
     assert len(set(days)) == len(days), days  # never twice a day
-    assert all(b > a for a, b in zip(times, times[1:], strict=False))
+    assert all(b > a for a, b in itertools.pairwise(times))
 
 
 def test_interval_next_run_is_anchored_and_strictly_after():

@@ -1,6 +1,6 @@
 """``cronjob``: the agent schedules, lists and changes jobs whose results are delivered into chats.
 
-The gateway puts its cron API in ``ToolContext.extras["cron"]`` and the chat the agent is talking in in
+The gateway puts its cron API in ``ToolContext.extras["cron_api"]`` and the chat the agent is talking in in
 ``extras["source"]`` (that chat is the ``origin`` target). The tool runs in a worker thread; the API hands
 each action to the event loop.
 """
@@ -45,7 +45,7 @@ def cronjob(args: dict[str, Any], ctx: ToolContext) -> Any:
     from cron.jobs import JobError
     from cron.schedule import ScheduleError
 
-    api = ctx.extras.get("cron")
+    api = ctx.extras.get("cron_api")
     if api is None:
         return error("scheduled jobs are not available here (cron.enabled is false, or no gateway is running)")
     action = str(args.get("action") or "")

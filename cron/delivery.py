@@ -42,7 +42,7 @@ async def resolve(runner: GatewayRunner, store: CronStore, job: dict[str, Any],
     """(adapter, chat_id, thread_id) for a target."""
     if target.kind == "origin":
         if not job.get("origin"):
-            raise TargetError("origin: the job was not created from a chat")
+            raise TargetError("the job was not created from a chat")
         src = Source.from_dict(job["origin"])
         platform, chat_id, thread_id = src.platform, src.chat_id, src.thread_id
     elif target.kind == "home":
@@ -54,15 +54,14 @@ async def resolve(runner: GatewayRunner, store: CronStore, job: dict[str, Any],
         else:
             configured = getattr(getattr(runner.cfg.platforms, platform, None), "home_chat", None)
             if not configured:
-                raise TargetError(f"{platform}: no home chat (set platforms.{platform}.home_chat, or /sethome "
-                                  "in the chat)")
+                raise TargetError(f"no home chat (set platforms.{platform}.home_chat, or /sethome in the chat)")
             chat_id, _, thread = str(configured).partition(":")
             thread_id = thread or None
     else:
         platform, chat_id, thread_id = target.platform or "", target.chat_id or "", target.thread_id
     adapter = runner.adapters.get(platform)
     if adapter is None:
-        raise TargetError(f"{platform}: that platform is not enabled")
+        raise TargetError(f"platform {platform!r} is not enabled")
     return adapter, chat_id, thread_id
 
 

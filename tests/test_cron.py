@@ -318,3 +318,29 @@ async def test_dangerous_command_in_a_run_follows_cron_mode(make_runner, tmp_pat
     assert victim.exists() is (mode == "deny")
     assert ("cron_mode is deny" in run["output"]) is (mode == "deny")
     assert not qa.texts("c1")[0].count("Approve once")  # nobody was asked
+
+
+async def test_platform_target_uses_configured_home_chat_until_sethome(make_runner):
+    clock = Clock()
+    runner, qa = await make_runner({"cron": {"enabled": False, "delivery_retry_seconds": 0.01},
+                                    "platforms": {"web": {"enabled": True, "home_chat": "webhome"}}})
+    sched = CronScheduler(runner, now=clock)
+    runner.cron = sched
+    await sched.start(timer=False)
+    job = await create(sched, schedule="every 1h", script="echo to the web", no_agent=True, deliver="web, qa")
+    clock.t += 3600
+    await sched.tick()
+    await settle(sched)
+    [row] = await runner.store.chat_log_list("web", "webhome")
+    assert row["text"].startswith("⏰ Cron job") and "to the web" in row["text"]
+    # qa has no home chat yet: that target failed (and was retried), the web one was not sent twice.
+    [run] = await runs(sched, job["id"])
+    assert run["delivery_status"] == "failed" and "qa: no home chat" in run["delivery_error"]
+    assert len(await runner.store.chat_log_list("web", "webhome")) == 1
+    await qa.say("/sethome", chat_id="qahome")
+    await qa.wait_for(lambda t: len(t) >= 1, chat_id="qahome")
+    clock.t += 3600
+    await sched.tick()
+    await settle(sched)
+    assert any("to the web" in t for t in qa.texts("qahome"))
+    assert (await runs(sched, job["id"]))[-1]["delivery_status"] == "delivered"

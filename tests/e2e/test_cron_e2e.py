@@ -33,7 +33,7 @@ def history(herald: Herald, job_id: str) -> list[dict[str, Any]]:
 
 
 def test_job_created_by_the_agent_in_a_web_chat_delivers_into_that_chat(herald: Herald) -> None:
-    args = {"action": "create", "schedule": soon(3), "prompt": "say the magic word", "name": "magic"}
+    args = {"action": "create", "schedule": soon(5), "prompt": "say the magic word", "name": "magic"}
     herald.post(f"[tool=cronjob:{json.dumps(args)}]", chat_id="cronchat")
     [created] = herald.wait_for_replies("cronchat", 1)
     job = json.loads(created[len("tool said: "):])["created"]
@@ -48,12 +48,15 @@ def test_job_created_by_the_agent_in_a_web_chat_delivers_into_that_chat(herald: 
 
 
 def test_cli_add_against_the_running_daemon(herald: Herald) -> None:
-    res = cli(herald, "add", "--schedule", soon(3), "--prompt", "status report", "--deliver", "web:clichat",
+    when = soon(5)
+    res = cli(herald, "add", "--schedule", when, "--prompt", "status report", "--deliver", "web:clichat",
               "--name", "from-cli")
     assert res.returncode == 0, res.stderr
     job_id = res.stdout.split()[0]
     [listed] = [j for j in json.loads(cli(herald, "list", "--json").stdout) if j["id"] == job_id]
-    assert listed["enabled"] and listed["deliver"] == "web:clichat" and listed["next_run"]
+    # (under load the one-shot may already have run by now: then it is no longer enabled)
+    assert (listed["name"], listed["schedule"], listed["deliver"]) == ("from-cli", when, "web:clichat")
+    assert {"id", "enabled", "next_run"} <= set(listed)
     [text] = herald.wait_for_replies("clichat", 1, timeout=20)
     assert text.startswith(f"⏰ Cron job «from-cli» ({job_id})") and "status report" in text
     # A run requested from the CLI is picked up by the daemon too.

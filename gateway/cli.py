@@ -126,6 +126,7 @@ def paths() -> None:
 app.add_typer(__import__("gateway.approvals_cli", fromlist=["app"]).app, name="approvals")
 app.add_typer(__import__("gateway.pairing_cli", fromlist=["app"]).app, name="pairing")
 app.add_typer(__import__("gateway.profile_cli", fromlist=["app"]).app, name="profile")
+app.add_typer(__import__("gateway.cron_cli", fromlist=["app"]).app, name="cron")
 
 
 def main() -> None:

@@ -149,8 +149,44 @@ class AccessConfig(_Model):
         return v
 
 
+class CronConfig(_Model):
+    """Scheduled jobs (cron/): their runs are agent turns whose answers are delivered into chats."""
+
+    enabled: bool = True
+    # IANA timezone for cron expressions and ISO times without an offset; None = the machine's local time.
+    timezone: str | None = None
+    timeout_seconds: float = Field(default=180.0, gt=0)
+    max_parallel: int = Field(default=4, ge=1, le=64)
+    # How often the daemon re-reads the jobs table (changes made by `herald cron ...` beside it).
+    poll_seconds: float = Field(default=2.0, gt=0, le=60)
+    # Delivering a result: attempts (each already retried by the delivery layer) and the pause before
+    # the next attempt, doubled each time.
+    delivery_attempts: int = Field(default=4, ge=1, le=20)
+    delivery_retry_seconds: float = Field(default=30.0, gt=0)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, v: str | None) -> str | None:
+        if v is not None:
+            from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+            try:
+                ZoneInfo(v)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ValueError("unknown timezone (use an IANA name such as Europe/Berlin)") from None
+        return v
+
+
+def _chat_id_text(v: Any) -> Any:
+    return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+
 class WebPlatformConfig(_Model):
     enabled: bool = True
+    # Where cron jobs delivering to "web" send their results (a web chat id); /sethome overrides it.
+    home_chat: str | None = None
+
+    _home_chat_text = field_validator("home_chat", mode="before")(_chat_id_text)
 
 
 class TelegramConfig(_Model):
@@ -166,6 +202,10 @@ class TelegramConfig(_Model):
     # Users who may run commands that change things for others (/cron remove, /sethome, /pair).
     admins: list[int] = Field(default_factory=list)
     max_media_mb: float = Field(default=20.0, gt=0, le=2000)
+    # Chat id (or chat_id:thread_id) that cron jobs delivering to "telegram" use; /sethome overrides it.
+    home_chat: str | None = None
+
+    _home_chat_text = field_validator("home_chat", mode="before")(_chat_id_text)
 
     @field_validator("webhook_path")
     @classmethod
@@ -198,6 +238,7 @@ class Config(_Model):
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
     access: AccessConfig = Field(default_factory=AccessConfig)
+    cron: CronConfig = Field(default_factory=CronConfig)
     platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)
 
 

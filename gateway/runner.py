@@ -22,6 +22,7 @@ from typing import Any
 
 import structlog
 
+from cron.commands import register_cron_commands  # also defines the cron tables before Store.init
 from gateway import access
 from gateway.approvals import ApprovalBroker  # also defines its tables before Store.init
 from gateway.builtin_commands import register_builtin_commands
@@ -120,6 +121,12 @@ class GatewayRunner:
         self.access = access.AccessControl(cfg)
         self.pairing = PairingService(self)  # registers /pair
         self.locks = CredentialLocks(self.store.url, paths.profile)
+        register_cron_commands(self.commands)
+        self.cron: Any = None  # cron.scheduler.CronScheduler once started (cron.enabled)
+        # Extra ToolContext.extras for every turn, filled by features the tools reach (cron: "cron_api").
+        # Not "cron": that key marks a cron turn, whose dangerous commands follow approvals.cron_mode.
+        self.tool_extras: dict[str, Any] = {}
+        self._model_agents: dict[str, Any] = {}
         self._http: Any = None
         self._agent: Any = None
         self._tool_names: list[str] = []
@@ -156,6 +163,11 @@ class GatewayRunner:
         self._spawn(self._watchdog(), name="watchdog")
         self._spawn(self._measure_loop_lag(), name="loop-lag")
         await self._recover(unfinished)
+        if self.cfg.cron.enabled:
+            from cron.scheduler import CronScheduler
+
+            self.cron = CronScheduler(self)
+            await self.cron.start()
         log.info("gateway_started", adapters=list(self.adapters), http=f"{self.cfg.http.host}:{self.http_port}",
                  model=self.cfg.model.name or None)
 
@@ -168,6 +180,8 @@ class GatewayRunner:
         if self.stopping:
             return
         self.stopping = True
+        if self.cron is not None:
+            await self.cron.stop()
         log.info("gateway_draining", running=sum(1 for lane in self.lanes.values() if lane.turn))
         drains = [lane.task for lane in self.lanes.values() if lane.task]
         if drains:
@@ -445,18 +459,72 @@ class GatewayRunner:
                     turn: Turn) -> Any:
         """Runs in a worker thread: the synchronous agent loop, told to stop through ``turn.interrupt``."""
         from agent_core.agent import TurnCallbacks
-        from tools.registry import ToolContext
 
         def on_activity(step: str) -> None:
             turn.last_activity = time.monotonic()
             turn.last_step = step
 
-        cwd = self.cfg.tools.terminal.cwd or os.path.expanduser("~")
-        ctx = ToolContext(session_key=turn.key, cwd=cwd, interrupt=turn.interrupt, config=self.cfg.tools,
-                          extras={"secret_env_names": self._secret_env_names,
-                                  "approve": self.approvals.hook_for(turn.key, turn.item.msg.source, turn.id)})
+        source = turn.item.msg.source
+        ctx = self._tool_context(turn.key, turn.interrupt, self.approvals.hook_for(turn.key, source, turn.id),
+                                 source=source, **self.tool_extras)
         return self._agent.run(session["system_prompt"] or "", history, user_msg["content"], turn.interrupt,
                                TurnCallbacks(on_activity=on_activity), ctx)
+
+    def _tool_context(self, key: str, interrupt: threading.Event, approve: Any, **extras: Any) -> Any:
+        from tools.registry import ToolContext
+
+        cwd = self.cfg.tools.terminal.cwd or os.path.expanduser("~")
+        return ToolContext(session_key=key, cwd=cwd, interrupt=interrupt, config=self.cfg.tools,
+                           extras={"secret_env_names": self._secret_env_names, "approve": approve, **extras})
+
+    def _agent_for(self, model: str | None) -> Any:
+        """The agent, or one that calls ``model`` on the primary endpoint (a cron job's model override)."""
+        if not model or model == self.cfg.model.name or self._agent is None:
+            return self._agent
+        agent = self._model_agents.get(model)
+        if agent is None:
+            from agent_core.agent import Agent
+            from agent_core.llm import Endpoint, LLMClient
+
+            m = self.cfg.model
+            llm = LLMClient([Endpoint(base_url=m.base_url or "", model=model, api_key=secret(m.api_key_env))],
+                            timeout=m.timeout_seconds, max_retries=m.max_retries, temperature=m.temperature,
+                            max_tokens=m.max_tokens)
+            agent = self._model_agents[model] = Agent(llm, self._agent.registry, self._tool_names,
+                                                      max_iterations=m.max_iterations)
+        return agent
+
+    async def run_detached_turn(self, key: str, content: str, timeout: float, *, model: str | None = None,
+                                extras: dict[str, Any] | None = None) -> Any:
+        """One agent turn in a fresh session of its own (cron), in the turn pool, under a hard wall-clock limit.
+
+        Dangerous commands follow ``approvals.cron_mode`` (nobody is asked). Raises ``TimeoutError`` when
+        the limit passes: the thread is told to stop and its late result is dropped.
+        """
+        from agent_core.agent import TurnCallbacks
+
+        agent = self._agent_for(model)
+        if agent is None:
+            raise RuntimeError("no model is configured (model.base_url and model.name in config.yaml)")
+        session = await self.store.session_create(str(uuid.uuid4()), key, "cron", self._system_prompt("cron"))
+        interrupt = threading.Event()
+        ctx = self._tool_context(key, interrupt, self.approvals.hook_for(key, None),
+                                 **{**self.tool_extras, **(extras or {}), "cron": True})
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self.pool, contextvars.copy_context().run, agent.run,
+                                      session["system_prompt"] or "", [], content, interrupt, TurnCallbacks(), ctx)
+        done, _ = await asyncio.wait({future}, timeout=timeout)
+        if not done:
+            interrupt.set()
+            future.add_done_callback(_swallow)
+            await self.store.append_messages(session["id"], [{"role": "user", "content": content}])
+            raise TimeoutError(f"no answer within {_duration(timeout)}")
+        result = future.result()
+        to_store = [{"role": "user", "content": content}]
+        if getattr(result, "status", "ok") == "ok":
+            to_store += result.messages
+        await self.store.append_messages(session["id"], to_store)
+        return result
 
     async def _finish_turn(self, adapter: PlatformAdapter, item: Accepted, session: dict[str, Any],
                            user_msg: dict[str, Any], result: Any) -> None:

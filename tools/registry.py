@@ -14,7 +14,7 @@ from gateway.config import ToolsConfig
 
 log = logging.getLogger(__name__)
 
-BUILTIN_MODULES = ("tools.terminal", "tools.files")
+BUILTIN_MODULES = ("tools.terminal", "tools.files", "tools.cronjob")
 
 
 def always(_config: ToolsConfig) -> bool:

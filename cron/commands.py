@@ -1,0 +1,56 @@
+"""Chat commands for scheduled jobs: ``/cron`` (list, pause, resume, remove, run) and ``/sethome``."""
+
+from __future__ import annotations
+
+from cron.store import CronStore
+from gateway import access
+from gateway.commands import CommandContext, CommandRegistry
+
+USAGE = "Usage: /cron [list] | /cron pause ID | /cron resume ID | /cron remove ID | /cron run ID"
+
+
+def register_cron_commands(registry: CommandRegistry) -> None:
+    if registry.lookup("cron") is not None:
+        return
+
+    @registry.command("cron", "scheduled jobs: list, pause, resume, remove or run one",
+                      args_hint="[list | pause ID | resume ID | remove ID | run ID]")
+    async def cron(ctx: CommandContext) -> str:
+        from cron.jobs import JobError, job_line
+
+        runner = ctx.runner
+        if runner.cron is None:
+            return "Scheduled jobs are switched off here (cron.enabled: false)."
+        verb, _, rest = ctx.args.strip().partition(" ")
+        verb = verb.lower() or "list"
+        job_id = rest.strip()
+        api = runner.cron.tool_api
+        if verb == "list":
+            jobs = await runner.cron.store.jobs()
+            if not jobs:
+                return "No scheduled jobs. Ask me to schedule one, or use `herald cron add`."
+            return "Scheduled jobs:\n" + "\n".join(job_line(j) for j in jobs)
+        if verb not in ("pause", "resume", "remove", "run"):
+            return USAGE
+        if not job_id:
+            return f"Which job? /cron {verb} ID (ids are in /cron list)."
+        if verb == "remove" and not access.is_admin(runner.cfg, ctx.message.source,
+                                                    getattr(ctx.adapter, "trusted", False)):
+            return "/cron remove is for admins only."
+        try:
+            result = await api.do(verb, {"id": job_id}, ctx.message.source)
+        except JobError as exc:
+            return f"Could not {verb} it: {exc}"
+        if verb == "resume":
+            return f"▶️ Resumed {job_id}; next run {result['next_run_text']}."
+        return {"pause": f"⏸ Paused {job_id}.", "remove": f"🗑 Removed {job_id}.",
+                "run": f"▶️ Running {job_id} now; its result goes to its usual targets."}[verb]
+
+    @registry.command("sethome", "make this chat the home for scheduled jobs' results on this platform",
+                      admin_only=True)
+    async def sethome(ctx: CommandContext) -> str:
+        src = ctx.message.source
+        await CronStore.for_store(ctx.runner.store).set_home(src.platform, src.chat_id, src.thread_id,
+                                                               src.user_id)
+        return (f"🏠 This chat is now the home chat for {src.platform}: jobs delivering to "
+                f"\"{src.platform}\" send their results here.")

@@ -1,0 +1,127 @@
+"""Building and changing job rows: the one place the CLI, the ``cronjob`` tool and ``/cron`` validate fields."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from cron.schedule import ScheduleError, first_run, format_time, parse_schedule, zone
+from cron.store import new_job_id
+
+# Fields a user may set on create and change with update.
+JOB_EDITABLE = ("name", "prompt", "schedule", "tz", "deliver", "repeat", "script", "no_agent", "model",
+                "timeout_seconds")
+
+
+class JobError(ValueError):
+    """A job field is wrong; ``str()`` says which and why."""
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: str  # origin | home | chat | local
+    platform: str | None = None
+    chat_id: str | None = None
+    thread_id: str | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "chat":
+            return f"{self.platform}:{self.chat_id}" + (f":{self.thread_id}" if self.thread_id else "")
+        return self.platform if self.kind == "home" else self.kind  # type: ignore[return-value]
+
+
+def parse_targets(text: str, known_platforms: set[str] | None = None, has_origin: bool = True) -> list[Target]:
+    parts = [p.strip() for p in (text or "").split(",") if p.strip()]
+    if not parts:
+        raise JobError("deliver: give at least one target (origin, local, a platform name, or platform:chat_id)")
+    targets: list[Target] = []
+    for part in parts:
+        if part in ("origin", "local"):
+            if part == "origin" and not has_origin:
+                raise JobError("deliver: 'origin' needs a job created from a chat; name a platform or "
+                               "platform:chat_id instead")
+            targets.append(Target(part))
+            continue
+        platform, _, rest = part.partition(":")
+        if known_platforms is not None and platform not in known_platforms:
+            raise JobError(f"deliver: unknown platform {platform!r} in {part!r} "
+                           f"(known: {', '.join(sorted(known_platforms))})")
+        if not rest:
+            targets.append(Target("home", platform))
+            continue
+        chat_id, _, thread_id = rest.partition(":")
+        if not chat_id:
+            raise JobError(f"deliver: {part!r} has no chat id")
+        targets.append(Target("chat", platform, chat_id, thread_id or None))
+    return targets
+
+
+def build_job(fields: dict[str, Any], *, default_tz: str | None, origin: dict[str, Any] | None,
+              known_platforms: set[str] | None, created_by: str | None, now: float | None = None) -> dict[str, Any]:
+    """A new cron_jobs row from user-given fields; raises JobError / ScheduleError with the reason."""
+    now = time.time() if now is None else now
+    prompt = str(fields.get("prompt") or "").strip()
+    script = (fields.get("script") or None) and str(fields["script"])
+    no_agent = bool(fields.get("no_agent"))
+    if no_agent and not script:
+        raise JobError("no_agent: a job without the agent needs a script whose output is delivered")
+    if not prompt and not no_agent:
+        raise JobError("prompt: say what the agent should do on each run")
+    tz = fields.get("tz") or default_tz or None
+    zone(tz)
+    schedule = parse_schedule(str(fields.get("schedule") or ""), tz, now)
+    deliver = str(fields.get("deliver") or ("origin" if origin else "local"))
+    parse_targets(deliver, known_platforms, has_origin=origin is not None)
+    repeat = fields.get("repeat")
+    if repeat is not None and (not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 1):
+        raise JobError("repeat: must be a whole number of runs, at least 1")
+    timeout = fields.get("timeout_seconds")
+    if timeout is not None:
+        try:
+            timeout = float(timeout)
+        except (TypeError, ValueError):
+            raise JobError("timeout_seconds: must be a number of seconds") from None
+        if timeout <= 0:
+            raise JobError("timeout_seconds: must be greater than zero")
+    name = str(fields.get("name") or "").strip() or (prompt or script or "job")[:60]
+    return {
+        "id": new_job_id(), "name": name[:200], "prompt": prompt, "schedule": schedule.text, "kind": schedule.kind,
+        "tz": tz, "run_at": schedule.run_at, "deliver": deliver, "origin": origin, "enabled": True,
+        "repeat": repeat, "runs_done": 0, "script": script, "no_agent": no_agent,
+        "model": fields.get("model") or None, "timeout_seconds": timeout,
+        "next_run_at": first_run(schedule, now), "last_run_at": None, "last_status": None,
+        "run_requested_at": None, "created_by": created_by, "created_at": now, "updated_at": now,
+    }
+
+
+def schedule_of(job: dict[str, Any]) -> Any:
+    """The parsed schedule of a stored job (a one-shot keeps the moment it was given)."""
+    from cron.schedule import Schedule
+
+    if job["kind"] == "once":
+        return Schedule("once", job["schedule"], job["tz"], run_at=job["run_at"])
+    return parse_schedule(job["schedule"], job["tz"], job["created_at"])
+
+
+def public_job(job: dict[str, Any]) -> dict[str, Any]:
+    """What `herald cron list --json` and the tool show."""
+    return {
+        "id": job["id"], "name": job["name"], "schedule": job["schedule"], "tz": job["tz"],
+        "deliver": job["deliver"], "enabled": bool(job["enabled"]), "next_run": job["next_run_at"],
+        "next_run_text": format_time(job["next_run_at"], job["tz"]), "last_run": job["last_run_at"],
+        "last_status": job["last_status"], "repeat": job["repeat"], "runs_done": job["runs_done"],
+        "prompt": job["prompt"], "script": job["script"], "no_agent": bool(job["no_agent"]), "model": job["model"],
+        "timeout_seconds": job["timeout_seconds"],
+    }
+
+
+def job_line(job: dict[str, Any]) -> str:
+    state = "active" if job["enabled"] else ("paused" if job["next_run_at"] else "finished")
+    nxt = f"next {format_time(job['next_run_at'], job['tz'])}" if job["enabled"] and job["next_run_at"] else state
+    last = f", last {job['last_status']}" if job["last_status"] else ""
+    return f"{job['id']}  {job['name']}  [{job['schedule']}] → {job['deliver']}  ({nxt}{last})"
+
+
+__all__ = ["JOB_EDITABLE", "JobError", "ScheduleError", "Target", "build_job", "job_line", "parse_targets",
+           "public_job", "schedule_of"]

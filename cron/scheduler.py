@@ -1,0 +1,299 @@
+"""The cron engine: APScheduler keeps time, the database decides who runs what.
+
+APScheduler (AsyncIOScheduler) holds two kinds of timers: a poll every ``cron.poll_seconds`` that
+re-reads the jobs table (so `herald cron ...` run beside the daemon is picked up), and one DateTrigger
+per job at its ``next_run_at`` so a run starts on time rather than up to a poll late. Both only call
+``tick()``; the job definitions and history live in the database, never in APScheduler's memory.
+
+``tick()`` claims each due run with a conditional UPDATE (see cron/store.py) before starting it, so two
+daemons on one database, or a restart in the middle, never run a due time twice. What counts as due
+follows the catch-up rules: a recurring job whose latest due time is within its catch-up window runs
+once, older misses fast-forward (one ``missed`` history row, no burst); a one-shot late by at most two
+minutes runs, a later one is marked missed and its targets are told.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from cron import schedule as sch
+from cron.delivery import deliver_run
+from cron.jobs import schedule_of
+from cron.store import Claim, CronStore, op_claim, op_claim_request, op_fail_stale_runs
+
+if TYPE_CHECKING:
+    from gateway.runner import GatewayRunner
+
+log = structlog.get_logger("herald.cron")
+
+SILENT = "[SILENT]"
+SCRIPT_OUTPUT_LIMIT = 20_000
+
+CRON_PROMPT = (
+    "[Scheduled job «{name}» ({id}), running on its own: nobody is here to answer questions, so do the task "
+    "and reply with the result. Your reply is delivered to: {deliver}. If there is nothing worth sending this "
+    "time, reply with exactly [SILENT].]\n\n{prompt}"
+)
+
+
+class CronScheduler:
+    def __init__(self, runner: GatewayRunner, now: Callable[[], float] = time.time) -> None:
+        self.runner = runner
+        self.cfg = runner.cfg.cron
+        self.now = now
+        self.store = CronStore.for_store(runner.store)
+        self.running: dict[str, asyncio.Task[None]] = {}  # job id -> its run (a job never overlaps itself)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._sem = asyncio.Semaphore(self.cfg.max_parallel)
+        self._tick_lock = asyncio.Lock()
+        self._aps: Any = None
+        self._wakeups: dict[str, float] = {}
+        from cron.tool_api import CronToolAPI
+
+        self.tool_api = CronToolAPI(self)
+        runner.tool_extras["cron_api"] = self.tool_api
+
+    # ---- lifecycle ---------------------------------------------------------------------------------
+
+    async def start(self, timer: bool = True) -> None:
+        """Fail runs a dead process left 'running', then (with ``timer``) let APScheduler call ``tick``."""
+        # APScheduler logs every poll at INFO through stdlib logging; our own events say what matters.
+        logging.getLogger("apscheduler").setLevel(logging.WARNING)
+        jobs = await self.store.jobs()
+        longest = max([self.cfg.timeout_seconds, *(j["timeout_seconds"] or 0 for j in jobs)])
+        stale = await self.store.write(op_fail_stale_runs(self.now() - longest - 120))
+        if stale:
+            log.warning("cron_runs_interrupted", runs=stale)
+        if not timer:
+            return
+        from apscheduler.schedulers.asyncio import AsyncIOScheduler
+        from apscheduler.triggers.interval import IntervalTrigger
+
+        self._aps = AsyncIOScheduler(event_loop=asyncio.get_running_loop(), timezone=UTC)
+        self._aps.add_job(self.tick, IntervalTrigger(seconds=self.cfg.poll_seconds), id="cron:poll",
+                          next_run_time=datetime.now(UTC), max_instances=1, coalesce=True, misfire_grace_time=None)
+        self._aps.start()
+
+    async def stop(self) -> None:
+        if self._aps is not None:
+            self._aps.shutdown(wait=False)
+            self._aps = None
+        tasks = [*self.running.values(), *self._tasks]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # ---- the clock's work --------------------------------------------------------------------------
+
+    async def tick(self) -> None:
+        """Start whatever is due now (claimed in the database first) and arm the wake-up timers."""
+        if self.runner.stopping:
+            return
+        async with self._tick_lock:
+            try:
+                jobs = await self.store.jobs()
+                now = self.now()
+                for job in jobs:
+                    if job["run_requested_at"] is not None:
+                        await self._take_request(job, now)
+                    if job["enabled"] and job["next_run_at"] is not None and job["next_run_at"] <= now:
+                        await self._due(job, now)
+                self._arm(jobs)
+            except Exception:
+                log.exception("cron_tick_failed")
+
+    def _arm(self, jobs: list[dict[str, Any]]) -> None:
+        if self._aps is None:
+            return
+        from apscheduler.triggers.date import DateTrigger
+
+        wanted = {j["id"]: j["next_run_at"] for j in jobs if j["enabled"] and j["next_run_at"] is not None}
+        for job_id in set(self._wakeups) - set(wanted):
+            self._wakeups.pop(job_id)
+            if self._aps.get_job(f"cron:wake:{job_id}") is not None:
+                self._aps.remove_job(f"cron:wake:{job_id}")
+        for job_id, at in wanted.items():
+            if self._wakeups.get(job_id) == at or at <= self.now():
+                continue
+            self._wakeups[job_id] = at
+            self._aps.add_job(self.tick, DateTrigger(run_date=datetime.fromtimestamp(at, UTC)),
+                              id=f"cron:wake:{job_id}", replace_existing=True, misfire_grace_time=None)
+
+    async def _take_request(self, job: dict[str, Any], now: float) -> None:
+        if job["id"] in self.running:
+            return  # taken once the current run is over
+        run_id = await self.store.write(op_claim_request(job["id"], job["run_requested_at"], now))
+        if run_id is not None:
+            self._start(Claim(run_id, job, job["run_requested_at"], "manual"))
+
+    async def _due(self, job: dict[str, Any], now: float) -> None:
+        stored = job["next_run_at"]
+        try:
+            schedule = schedule_of(job)
+        except sch.ScheduleError as exc:  # a hand-edited row; say so once and stop the job
+            log.error("cron_job_invalid", job_id=job["id"], error=str(exc))
+            await self.store.update_job(job["id"], enabled=False, last_status="invalid")
+            return
+        anchor = job["created_at"]
+        if schedule.kind == "once":
+            due, nxt = stored, None
+        else:
+            due = sch.last_due(schedule, stored, now, anchor)
+            nxt = sch.next_after(schedule, now, anchor)
+        in_window = now - due <= sch.catch_up_window(schedule, due, anchor)
+        if not in_window:
+            run_id = await self.store.write(op_claim(job["id"], stored, due, nxt, "missed", "missed", now, False))
+            if run_id is None:
+                return
+            log.warning("cron_run_missed", job_id=job["id"], due_at=due, late_seconds=round(now - due, 1))
+            if schedule.kind == "once":
+                text = (f"It was due at {sch.format_time(due, job['tz'])}, but Herald was not running then; "
+                        "it was not run late.")
+                await self.store.update_run(run_id, error="missed: Herald was not running at the due time")
+                self._spawn(self._deliver(job, run_id, text, "missed"))
+            else:
+                await self.store.update_run(run_id, delivery_status="none", error=(
+                    "missed: Herald was not running at the due time; the next run is "
+                    f"{sch.format_time(nxt, job['tz'])}"))
+            return
+        if job["id"] in self.running:
+            run_id = await self.store.write(op_claim(job["id"], stored, due, nxt, "scheduled", "skipped", now, False))
+            if run_id is not None:
+                await self.store.update_run(run_id, delivery_status="none",
+                                            error="skipped: the previous run was still going")
+                log.info("cron_run_skipped", job_id=job["id"], reason="previous run still going")
+            return
+        if job["repeat"] is not None and job["runs_done"] + 1 >= job["repeat"]:
+            nxt = None
+        run_id = await self.store.write(op_claim(job["id"], stored, due, nxt, "scheduled", "running", now, True))
+        if run_id is not None:
+            self._start(Claim(run_id, job, due, "scheduled"))
+
+    # ---- one run -----------------------------------------------------------------------------------
+
+    def _start(self, claim: Claim) -> None:
+        task = asyncio.ensure_future(self._run(claim))
+        self.running[claim.job["id"]] = task
+
+        def done(_t: asyncio.Task[None], job_id: str = claim.job["id"]) -> None:
+            if self.running.get(job_id) is task:
+                del self.running[job_id]
+
+        task.add_done_callback(done)
+
+    async def _run(self, claim: Claim) -> None:
+        job, run_id = claim.job, claim.run_id
+        limit = job["timeout_seconds"] or self.cfg.timeout_seconds
+        structlog.contextvars.bind_contextvars(job_id=job["id"], run_id=run_id)
+        status, output, error = "failed", None, None
+        try:
+            async with self._sem:
+                log.info("cron_run_started", trigger=claim.trigger, due_at=claim.due_at)
+                try:
+                    output = await asyncio.wait_for(self._produce(job, run_id, limit), limit)
+                    status = "ok"
+                except TimeoutError:
+                    status, error = "timed_out", f"stopped after {sch_duration(limit)} (the job's time limit)"
+                except RunFailed as exc:
+                    status, error, output = "failed", str(exc), exc.output
+                except asyncio.CancelledError:
+                    status, error = "failed", "interrupted: Herald stopped during the run"
+                    await asyncio.shield(self.store.update_run(
+                        run_id, job["id"], status, status=status, error=error, finished_at=self.now(),
+                        delivery_status="none"))
+                    raise
+                except Exception as exc:
+                    log.exception("cron_run_crashed")
+                    status, error = "failed", f"{type(exc).__name__}: {exc}"
+            silent = status == "ok" and (output or "").strip() == SILENT
+            await self.store.update_run(run_id, job["id"], status, status=status, output=output, error=error,
+                                        finished_at=self.now(), **({"delivery_status": "silent"} if silent else {}))
+            log.info("cron_run_finished", status=status, silent=silent, error=error)
+            if not silent:
+                text = output if status == "ok" else error or status
+                if status == "failed" and output:
+                    text = f"{error}\n\n{output}"
+                self._spawn(self._deliver(job, run_id, text or "(no output)", status))
+        finally:
+            structlog.contextvars.unbind_contextvars("job_id", "run_id")
+
+    async def _produce(self, job: dict[str, Any], run_id: int, limit: float) -> str:
+        prompt = job["prompt"]
+        if job["script"]:
+            stdout = await self._script(job["script"])
+            if job["no_agent"]:
+                return stdout
+            prompt = f"{prompt}\n\n[Output of the job's script]\n{stdout}"
+        content = CRON_PROMPT.format(name=job["name"], id=job["id"], deliver=job["deliver"], prompt=prompt)
+        result = await self.runner.run_detached_turn(
+            f"cron:{job['id']}:{run_id}", content, limit, model=job["model"], extras={"cron_job_id": job["id"]})
+        if getattr(result, "status", "ok") != "ok":
+            raise RunFailed(f"the agent's turn ended with {result.status}"
+                            + (f" ({result.error_kind})" if getattr(result, "error_kind", None) else ""),
+                            result.text)
+        return result.text or ""
+
+    async def _script(self, command: str) -> str:
+        cwd = self.runner.cfg.tools.terminal.cwd or None
+        proc = await asyncio.create_subprocess_shell(
+            command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=cwd,
+            stdin=asyncio.subprocess.DEVNULL, start_new_session=True)
+        try:
+            out, err = await proc.communicate()
+        except asyncio.CancelledError:  # the time limit, or shutdown: the script must not outlive its run
+            import os
+            import signal
+
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            raise
+        stdout = out.decode(errors="replace")[-SCRIPT_OUTPUT_LIMIT:]
+        if proc.returncode != 0:
+            tail = err.decode(errors="replace").strip()[-2000:]
+            raise RunFailed(f"the script exited with status {proc.returncode}" + (f": {tail}" if tail else ""),
+                            stdout or None)
+        return stdout
+
+    async def _deliver(self, job: dict[str, Any], run_id: int, text: str, status: str) -> None:
+        try:
+            await deliver_run(self.runner, self.store, job, run_id, text, status)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("cron_delivery_crashed", job_id=job["id"], run_id=run_id)
+            await self.store.update_run(run_id, delivery_status="failed", delivery_error=str(exc))
+
+    # ---- requests from the CLI, /cron and the tool -------------------------------------------------
+
+    async def request_run(self, job_id: str) -> bool:
+        ok = await self.store.update_job(job_id, run_requested_at=self.now())
+        if ok:
+            self._spawn(self.tick())
+        return ok
+
+
+class RunFailed(Exception):
+    def __init__(self, message: str, output: str | None = None) -> None:
+        super().__init__(message)
+        self.output = output
+
+
+def sch_duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:g} seconds"
+    return f"{seconds / 60:g} minutes"

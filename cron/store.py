@@ -1,0 +1,303 @@
+"""Cron state in the gateway's database: job definitions, run history, home chats.
+
+The tables join ``gateway.db.metadata``, so the daemon's ``Store.init`` creates them on SQLite and
+PostgreSQL alike. Every operation is a synchronous function of a ``Connection``; ``CronStore`` runs them
+through the daemon's ``Store`` (off the loop) or, for the CLI, through an engine of its own.
+
+Exactly once: a due run is claimed by a conditional UPDATE of the job's ``next_run_at`` (only the
+instance whose UPDATE matched the due time it read wins) and the run row's UNIQUE(job_id, due_at), both
+in the transaction that creates the run row, before anything runs.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    Float,
+    Index,
+    Integer,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    and_,
+    delete,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.engine import Connection
+
+from gateway.db import metadata
+
+cron_jobs = Table(
+    "cron_jobs",
+    metadata,
+    Column("id", String(16), primary_key=True),
+    Column("name", String(200), nullable=False),
+    Column("prompt", Text, nullable=False),
+    Column("schedule", String(200), nullable=False),
+    Column("kind", String(16), nullable=False),  # once | interval | cron
+    Column("tz", String(64), nullable=True),
+    Column("run_at", Float, nullable=True),  # once: the moment
+    Column("deliver", String(1000), nullable=False),  # comma-separated targets
+    Column("origin", JSON, nullable=True),  # the chat it was created from (Source.to_dict())
+    Column("enabled", Boolean, nullable=False),
+    Column("repeat", Integer, nullable=True),  # stop after this many runs; None = forever
+    Column("runs_done", Integer, nullable=False),
+    Column("script", Text, nullable=True),
+    Column("no_agent", Boolean, nullable=False),
+    Column("model", String(200), nullable=True),
+    Column("timeout_seconds", Float, nullable=True),
+    Column("next_run_at", Float, nullable=True),  # None: finished (or a one-shot that already ran)
+    Column("last_run_at", Float, nullable=True),
+    Column("last_status", String(16), nullable=True),
+    Column("run_requested_at", Float, nullable=True),  # `run ID` from the CLI / chat / tool
+    Column("created_by", String(256), nullable=True),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+
+cron_runs = Table(
+    "cron_runs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("job_id", String(16), nullable=False),
+    Column("due_at", Float, nullable=False),
+    Column("trigger", String(16), nullable=False),  # scheduled | manual | missed
+    # running -> ok | failed | timed_out; or missed (never started)
+    Column("status", String(16), nullable=False),
+    Column("output", Text, nullable=True),
+    Column("error", Text, nullable=True),
+    # pending -> delivered | failed (retrying while attempts remain) | local | silent | none
+    Column("delivery_status", String(16), nullable=False),
+    Column("delivery_error", Text, nullable=True),
+    Column("delivery_attempts", Integer, nullable=False),
+    Column("started_at", Float, nullable=True),
+    Column("finished_at", Float, nullable=True),
+    Column("delivered_at", Float, nullable=True),
+    UniqueConstraint("job_id", "due_at", name="uq_cron_runs_job_due"),
+    Index("ix_cron_runs_job", "job_id", "id"),
+)
+
+cron_home_chats = Table(
+    "cron_home_chats",
+    metadata,
+    Column("platform", String(32), primary_key=True),
+    Column("chat_id", String(256), nullable=False),
+    Column("thread_id", String(256), nullable=True),
+    Column("set_by", String(256), nullable=True),
+    Column("set_at", Float, nullable=False),
+)
+
+def new_job_id() -> str:
+    return secrets.token_hex(4)
+
+
+@dataclass
+class Claim:
+    run_id: int
+    job: dict[str, Any]
+    due_at: float
+    trigger: str
+
+
+# ---- operations (sync functions of a Connection) -------------------------------------------------
+
+
+def op_insert_job(row: dict[str, Any]) -> Callable[[Connection], dict[str, Any]]:
+    def op(conn: Connection) -> dict[str, Any]:
+        conn.execute(insert(cron_jobs).values(**row))
+        return row
+
+    return op
+
+
+def op_get_job(job_id: str) -> Callable[[Connection], dict[str, Any] | None]:
+    def op(conn: Connection) -> dict[str, Any] | None:
+        row = conn.execute(select(cron_jobs).where(cron_jobs.c.id == job_id)).first()
+        return dict(row._mapping) if row else None
+
+    return op
+
+
+def op_list_jobs(conn: Connection) -> list[dict[str, Any]]:
+    return [dict(r._mapping) for r in conn.execute(select(cron_jobs).order_by(cron_jobs.c.created_at))]
+
+
+def op_update_job(job_id: str, values: dict[str, Any]) -> Callable[[Connection], bool]:
+    def op(conn: Connection) -> bool:
+        res = conn.execute(update(cron_jobs).where(cron_jobs.c.id == job_id)
+                           .values(**values, updated_at=time.time()))
+        return res.rowcount > 0
+
+    return op
+
+
+def op_remove_job(job_id: str) -> Callable[[Connection], bool]:
+    def op(conn: Connection) -> bool:
+        return conn.execute(delete(cron_jobs).where(cron_jobs.c.id == job_id)).rowcount > 0
+
+    return op
+
+
+def op_claim(job_id: str, expected_next: float, due_at: float, new_next: float | None, trigger: str,
+             status: str, now: float, count_run: bool) -> Callable[[Connection], int | None]:
+    """Move the job on from ``expected_next`` and create its run row; ``None`` if someone else did."""
+
+    def op(conn: Connection) -> int | None:
+        values: dict[str, Any] = {"next_run_at": new_next, "updated_at": now}
+        if count_run:
+            values["runs_done"] = cron_jobs.c.runs_done + 1
+            values["last_run_at"] = due_at
+        if new_next is None:
+            values["enabled"] = False
+        res = conn.execute(update(cron_jobs).where(and_(
+            cron_jobs.c.id == job_id, cron_jobs.c.next_run_at == expected_next, cron_jobs.c.enabled.is_(True),
+        )).values(**values))
+        if res.rowcount != 1:
+            return None
+        return _insert_run(conn, job_id, due_at, trigger, status, now)
+
+    return op
+
+
+def op_claim_request(job_id: str, requested_at: float, now: float) -> Callable[[Connection], int | None]:
+    """Take a `run ID` request (the first instance to clear it wins)."""
+
+    def op(conn: Connection) -> int | None:
+        res = conn.execute(update(cron_jobs).where(and_(
+            cron_jobs.c.id == job_id, cron_jobs.c.run_requested_at == requested_at,
+        )).values(run_requested_at=None, last_run_at=now, updated_at=now))
+        if res.rowcount != 1:
+            return None
+        return _insert_run(conn, job_id, requested_at, "manual", "running", now)
+
+    return op
+
+
+def _insert_run(conn: Connection, job_id: str, due_at: float, trigger: str, status: str, now: float) -> int:
+    res = conn.execute(insert(cron_runs).values(
+        job_id=job_id, due_at=due_at, trigger=trigger, status=status, delivery_status="pending",
+        delivery_attempts=0, started_at=now if status == "running" else None,
+        finished_at=None if status == "running" else now,
+    ))
+    return int(res.inserted_primary_key[0])
+
+
+def op_update_run(run_id: int, values: dict[str, Any], job_id: str | None = None,
+                  job_status: str | None = None) -> Callable[[Connection], None]:
+    def op(conn: Connection) -> None:
+        conn.execute(update(cron_runs).where(cron_runs.c.id == run_id).values(**values))
+        if job_id is not None and job_status is not None:
+            conn.execute(update(cron_jobs).where(cron_jobs.c.id == job_id).values(last_status=job_status))
+
+    return op
+
+
+def op_runs(job_id: str, limit: int = 20) -> Callable[[Connection], list[dict[str, Any]]]:
+    def op(conn: Connection) -> list[dict[str, Any]]:
+        rows = conn.execute(select(cron_runs).where(cron_runs.c.job_id == job_id)
+                            .order_by(cron_runs.c.id.desc()).limit(limit))
+        return [dict(r._mapping) for r in rows]
+
+    return op
+
+
+def op_fail_stale_runs(older_than: float) -> Callable[[Connection], int]:
+    """Runs still 'running' past any possible time limit belong to a process that died."""
+
+    def op(conn: Connection) -> int:
+        return conn.execute(update(cron_runs).where(and_(
+            cron_runs.c.status == "running", cron_runs.c.started_at < older_than,
+        )).values(status="failed", error="interrupted: Herald stopped during the run", finished_at=time.time(),
+                  delivery_status="none")).rowcount
+
+    return op
+
+
+def op_set_home(platform: str, chat_id: str, thread_id: str | None, who: str | None) -> Callable[[Connection], None]:
+    def op(conn: Connection) -> None:
+        conn.execute(delete(cron_home_chats).where(cron_home_chats.c.platform == platform))
+        conn.execute(insert(cron_home_chats).values(platform=platform, chat_id=chat_id, thread_id=thread_id,
+                                                    set_by=who, set_at=time.time()))
+
+    return op
+
+
+def op_get_home(platform: str) -> Callable[[Connection], dict[str, Any] | None]:
+    def op(conn: Connection) -> dict[str, Any] | None:
+        row = conn.execute(select(cron_home_chats).where(cron_home_chats.c.platform == platform)).first()
+        return dict(row._mapping) if row else None
+
+    return op
+
+
+# ---- async facade ---------------------------------------------------------------------------------
+
+Runner = Callable[[Callable[[Connection], Any]], Awaitable[Any]]
+
+
+class CronStore:
+    """The cron operations over any (read, write) pair of op runners."""
+
+    def __init__(self, read: Runner, write: Runner) -> None:
+        self.read = read
+        self.write = write
+
+    @classmethod
+    def for_store(cls, store: Any) -> CronStore:
+        return cls(store.run_read, store.run_write)
+
+    async def add_job(self, row: dict[str, Any]) -> dict[str, Any]:
+        return await self.write(op_insert_job(row))
+
+    async def job(self, job_id: str) -> dict[str, Any] | None:
+        return await self.read(op_get_job(job_id))
+
+    async def jobs(self) -> list[dict[str, Any]]:
+        return await self.read(op_list_jobs)
+
+    async def update_job(self, job_id: str, **values: Any) -> bool:
+        return await self.write(op_update_job(job_id, values))
+
+    async def remove_job(self, job_id: str) -> bool:
+        return await self.write(op_remove_job(job_id))
+
+    async def runs(self, job_id: str, limit: int = 20) -> list[dict[str, Any]]:
+        return await self.read(op_runs(job_id, limit))
+
+    async def update_run(self, run_id: int, job_id: str | None = None, job_status: str | None = None,
+                         **values: Any) -> None:
+        await self.write(op_update_run(run_id, values, job_id, job_status))
+
+    async def set_home(self, platform: str, chat_id: str, thread_id: str | None, who: str | None) -> None:
+        await self.write(op_set_home(platform, chat_id, thread_id, who))
+
+    async def home(self, platform: str) -> dict[str, Any] | None:
+        return await self.read(op_get_home(platform))
+
+
+def engine_store(url: str) -> tuple[CronStore, Any]:
+    """A CronStore on an engine of its own (the CLI, beside a running daemon); returns (store, engine)."""
+    from gateway.db import make_engine
+
+    engine = make_engine(url)
+
+    async def read(op: Callable[[Connection], Any]) -> Any:
+        async with engine.connect() as conn:
+            return await conn.run_sync(op)
+
+    async def write(op: Callable[[Connection], Any]) -> Any:
+        async with engine.begin() as conn:
+            return await conn.run_sync(op)
+
+    return CronStore(read, write), engine

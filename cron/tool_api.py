@@ -1,0 +1,123 @@
+"""Job management shared by the ``cronjob`` tool and ``/cron``: async on the loop, plus a thread-side door.
+
+Tools run in worker threads; ``CronToolAPI.call`` hands a coroutine to the loop with
+``asyncio.run_coroutine_threadsafe`` and waits for its result, the way the approval hook does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from cron import schedule as sch
+from cron.jobs import JOB_EDITABLE, JobError, build_job, parse_targets, public_job, schedule_of
+
+if TYPE_CHECKING:
+    from cron.scheduler import CronScheduler
+    from gateway.platforms.base import Source
+
+CALL_TIMEOUT = 30.0
+
+
+class CronToolAPI:
+    def __init__(self, scheduler: CronScheduler) -> None:
+        self.scheduler = scheduler
+        self.store = scheduler.store
+
+    # ---- thread side -------------------------------------------------------------------------------
+
+    def call(self, action: str, args: dict[str, Any], origin: Source | None) -> Any:
+        loop = self.scheduler.runner.loop
+        if loop is None or loop.is_closed():
+            raise RuntimeError("the gateway is shutting down")
+        future = asyncio.run_coroutine_threadsafe(self.do(action, args, origin), loop)
+        return future.result(timeout=CALL_TIMEOUT)
+
+    # ---- loop side ---------------------------------------------------------------------------------
+
+    def known_platforms(self) -> set[str]:
+        from gateway.platforms import PLATFORMS
+
+        return set(PLATFORMS) | set(self.scheduler.runner.adapters)
+
+    async def do(self, action: str, args: dict[str, Any], origin: Source | None) -> Any:
+        handler = getattr(self, f"_{action}", None) if action in ACTIONS else None
+        if handler is None:
+            raise JobError(f"action: unknown action {action!r} (one of {', '.join(ACTIONS)})")
+        return await handler(args, origin)
+
+    async def _job(self, args: dict[str, Any]) -> dict[str, Any]:
+        job_id = str(args.get("id") or args.get("job_id") or "").strip()
+        if not job_id:
+            raise JobError("id: which job? (the id from list)")
+        job = await self.store.job(job_id)
+        if job is None:
+            raise JobError(f"id: no job {job_id!r}")
+        return job
+
+    async def _create(self, args: dict[str, Any], origin: Source | None) -> dict[str, Any]:
+        runner = self.scheduler.runner
+        row = build_job(args, default_tz=runner.cfg.cron.timezone, origin=origin.to_dict() if origin else None,
+                        known_platforms=self.known_platforms(),
+                        created_by=f"{origin.platform}:{origin.user_id}" if origin else None,
+                        now=self.scheduler.now())
+        await self.store.add_job(row)
+        self.scheduler._spawn(self.scheduler.tick())
+        return {"created": public_job(row)}
+
+    async def _list(self, args: dict[str, Any], origin: Source | None) -> dict[str, Any]:
+        return {"jobs": [public_job(j) for j in await self.store.jobs()]}
+
+    async def _update(self, args: dict[str, Any], origin: Source | None) -> dict[str, Any]:
+        job = await self._job(args)
+        changes = {k: v for k, v in args.items() if k in JOB_EDITABLE}
+        if not changes:
+            raise JobError(f"nothing to change (fields: {', '.join(JOB_EDITABLE)})")
+        merged = {**job, **changes}
+        now = self.scheduler.now()
+        # Rebuild through the same validation as a new job; keep the id, history and counters.
+        fresh = build_job(merged, default_tz=None, origin=job["origin"], known_platforms=self.known_platforms(),
+                          created_by=job["created_by"], now=now)
+        values = {k: fresh[k] for k in ("name", "prompt", "deliver", "repeat", "script", "no_agent", "model",
+                                        "timeout_seconds")}
+        if "schedule" in changes or "tz" in changes:
+            values.update({k: fresh[k] for k in ("schedule", "kind", "tz", "run_at", "next_run_at")})
+            values["created_at"] = now  # intervals count from the change
+        await self.store.update_job(job["id"], **values)
+        self.scheduler._spawn(self.scheduler.tick())
+        return {"updated": public_job({**job, **values})}
+
+    async def _pause(self, args: dict[str, Any], origin: Source | None) -> dict[str, Any]:
+        job = await self._job(args)
+        if not job["enabled"]:
+            raise JobError(f"job {job['id']} is not active")
+        await self.store.update_job(job["id"], enabled=False)
+        return {"paused": job["id"]}
+
+    async def _resume(self, args: dict[str, Any], origin: Source | None) -> dict[str, Any]:
+        job = await self._job(args)
+        if job["enabled"]:
+            raise JobError(f"job {job['id']} is already active")
+        now = self.scheduler.now()
+        schedule = schedule_of(job)
+        # Runs that fell due while it was paused are skipped, not made up.
+        nxt = sch.next_after(schedule, now, job["created_at"])
+        if nxt is None:
+            raise JobError(f"job {job['id']} has no run left (its time has passed); create a new one")
+        await self.store.update_job(job["id"], enabled=True, next_run_at=nxt)
+        self.scheduler._spawn(self.scheduler.tick())
+        return {"resumed": job["id"], "next_run": nxt, "next_run_text": sch.format_time(nxt, job["tz"])}
+
+    async def _remove(self, args: dict[str, Any], origin: Source | None) -> dict[str, Any]:
+        job = await self._job(args)
+        await self.store.remove_job(job["id"])
+        return {"removed": job["id"]}
+
+    async def _run(self, args: dict[str, Any], origin: Source | None) -> dict[str, Any]:
+        job = await self._job(args)
+        parse_targets(job["deliver"])
+        await self.scheduler.request_run(job["id"])
+        return {"run_requested": job["id"]}
+
+
+ACTIONS = ("create", "list", "update", "pause", "resume", "remove", "run")

@@ -1,0 +1,73 @@
+"""Cron through the real `herald run` process: a job the agent schedules from the web chat, and one added
+with `herald cron add` while the daemon runs. Both are one-shots a few seconds ahead (real time: the
+daemon's APScheduler timers are what is under test here)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import HERALD_BIN, REPO, Herald
+
+pytestmark = pytest.mark.e2e
+
+
+def soon(seconds: float = 3) -> str:
+    return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat(timespec="seconds")
+
+
+def cli(herald: Herald, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(HERALD_BIN), "cron", *args], cwd=REPO, env=herald.env, capture_output=True,
+                          text=True, timeout=30)
+
+
+def history(herald: Herald, job_id: str) -> list[dict[str, Any]]:
+    res = cli(herald, "history", job_id, "--json")
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def test_job_created_by_the_agent_in_a_web_chat_delivers_into_that_chat(herald: Herald) -> None:
+    args = {"action": "create", "schedule": soon(5), "prompt": "say the magic word", "name": "magic"}
+    herald.post(f"[tool=cronjob:{json.dumps(args)}]", chat_id="cronchat")
+    [created] = herald.wait_for_replies("cronchat", 1)
+    job = json.loads(created[len("tool said: "):])["created"]
+    assert job["deliver"] == "origin"
+    [result] = herald.wait_for_replies("cronchat", 1, timeout=20, match=lambda t: "Cron job «magic»" in t)
+    assert result.startswith(f"⏰ Cron job «magic» ({job['id']})") and "say the magic word" in result
+    deadline = time.monotonic() + 10
+    while (runs := history(herald, job["id"])) and runs[0]["delivery_status"] != "delivered":
+        assert time.monotonic() < deadline, runs
+        time.sleep(0.1)
+    assert [(r["status"], r["trigger"]) for r in runs] == [("ok", "scheduled")]
+
+
+def test_cli_add_against_the_running_daemon(herald: Herald) -> None:
+    when = soon(5)
+    res = cli(herald, "add", "--schedule", when, "--prompt", "status report", "--deliver", "web:clichat",
+              "--name", "from-cli")
+    assert res.returncode == 0, res.stderr
+    job_id = res.stdout.split()[0]
+    [listed] = [j for j in json.loads(cli(herald, "list", "--json").stdout) if j["id"] == job_id]
+    # (under load the one-shot may already have run by now: then it is no longer enabled)
+    assert (listed["name"], listed["schedule"], listed["deliver"]) == ("from-cli", when, "web:clichat")
+    assert {"id", "enabled", "next_run"} <= set(listed)
+    [text] = herald.wait_for_replies("clichat", 1, timeout=20)
+    assert text.startswith(f"⏰ Cron job «from-cli» ({job_id})") and "status report" in text
+    # A run requested from the CLI is picked up by the daemon too.
+    assert cli(herald, "run", job_id).returncode == 0
+    herald.wait_for_replies("clichat", 2, timeout=20)
+    deadline = time.monotonic() + 10
+    while True:
+        runs = history(herald, job_id)
+        if len(runs) == 2 and all(r["delivery_status"] == "delivered" for r in runs):
+            break
+        assert time.monotonic() < deadline, runs
+        time.sleep(0.1)
+    assert sorted(r["trigger"] for r in runs) == ["manual", "scheduled"]
+    assert not json.loads(cli(herald, "list", "--json").stdout)[0]["enabled"]  # the one-shot is done

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from cron.store import CronStore
-from gateway import access
 from gateway.commands import CommandContext, CommandRegistry
 
 USAGE = "Usage: /cron [list] | /cron pause ID | /cron resume ID | /cron remove ID | /cron run ID"
@@ -34,8 +33,7 @@ def register_cron_commands(registry: CommandRegistry) -> None:
             return USAGE
         if not job_id:
             return f"Which job? /cron {verb} ID (ids are in /cron list)."
-        if verb == "remove" and not access.is_admin(runner.cfg, ctx.message.source,
-                                                    getattr(ctx.adapter, "trusted", False)):
+        if verb == "remove" and not runner.access.admin(ctx.message.source, getattr(ctx.adapter, "trusted", False)):
             return "/cron remove is for admins only."
         try:
             result = await api.do(verb, {"id": job_id}, ctx.message.source)

@@ -265,6 +265,28 @@ async def test_cron_and_sethome_commands(make_runner):
     assert "Usage" in (await qa.wait_for(lambda t: len(t) >= 6, chat_id="c2"))[-1]
 
 
+async def test_only_admins_remove_jobs_or_set_the_home_chat(make_runner):
+    from tests.qa_channel import UntrustedQAAdapter
+
+    runner, qa = await make_runner({"cron": {"enabled": False},
+                                    "access": {"allowed_users": ["qa2:friend"], "admins": ["qa2:boss"]}},
+                                   adapters=[UntrustedQAAdapter])
+    sched = CronScheduler(runner, now=Clock())
+    runner.cron = sched
+    await sched.start(timer=False)
+    job = await create(sched, Source("qa2", "c1", "boss"), schedule="every 1h", prompt="p", deliver="origin")
+    await qa.say(f"/cron remove {job['id']}", chat_id="c1", user_id="friend")
+    await qa.say("/sethome", chat_id="c1", user_id="friend")
+    texts = await qa.wait_for(lambda t: len(t) >= 2, chat_id="c1")
+    assert all("admins only" in t for t in texts)
+    assert [j["id"] for j in await sched.store.jobs()] == [job["id"]]
+    await qa.say("/cron pause " + job["id"], chat_id="c1", user_id="friend")  # not admin-only
+    await qa.wait_for(lambda t: any("Paused" in x for x in t), chat_id="c1")
+    await qa.say(f"/cron remove {job['id']}", chat_id="c1", user_id="boss")
+    await qa.wait_for(lambda t: any("Removed" in x for x in t), chat_id="c1")
+    assert await sched.store.jobs() == []
+
+
 def test_cli_add_list_history(home, monkeypatch):
     from typer.testing import CliRunner
 

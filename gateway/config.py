@@ -51,6 +51,9 @@ class AgentConfig(_Model):
         "You are Herald, a helpful assistant reached through a chat app. "
         "Answer concisely; use tools when they help."
     )
+    # How much of a session's past each turn sends to the model: the newest this many messages (cut at a
+    # user message, so tool calls keep their results). 0 = the whole session.
+    max_history_messages: int = Field(default=200, ge=0)
 
 
 class GatewayConfig(_Model):

@@ -347,9 +347,17 @@ class Store:
             .values(ended_at=time.time(), end_reason=reason)
         ))
 
-    async def session_history(self, session_id: str) -> list[dict[str, Any]]:
-        params = {"b_session": session_id}
-        return await self.run_read(lambda conn: [_to_openai(r) for r in conn.execute(_HISTORY, params)])
+    async def session_history(self, session_id: str, limit: int = 0) -> list[dict[str, Any]]:
+        """The session's messages in order; with ``limit``, the newest ``limit`` of them, starting at a user
+        message (a tool result without its call, or a call without its result, is invalid for the model)."""
+        if not limit:
+            params: dict[str, Any] = {"b_session": session_id}
+            return await self.run_read(lambda conn: [_to_openai(r) for r in conn.execute(_HISTORY, params)])
+        params = {"b_session": session_id, "b_limit": limit}
+        newest = await self.run_read(lambda conn: [_to_openai(r) for r in conn.execute(_HISTORY_TAIL, params)])
+        newest.reverse()
+        start = next((n for n, m in enumerate(newest) if m["role"] == "user"), len(newest))
+        return newest[start:]
 
     async def session_count_messages(self, session_id: str) -> int:
         stmt = select(func.count()).select_from(messages).where(messages.c.session_id == session_id)
@@ -469,6 +477,12 @@ _HISTORY = (
     select(messages.c.role, messages.c.content, messages.c.tool_calls, messages.c.tool_call_id)
     .where(messages.c.session_id == bindparam("b_session"))
     .order_by(messages.c.id)
+)
+_HISTORY_TAIL = (
+    select(messages.c.role, messages.c.content, messages.c.tool_calls, messages.c.tool_call_id)
+    .where(messages.c.session_id == bindparam("b_session"))
+    .order_by(messages.c.id.desc())
+    .limit(bindparam("b_limit"))
 )
 
 

@@ -414,7 +414,7 @@ class GatewayRunner:
             lane.turn = turn
             try:
                 session = await self.sessions.get(lane.key, source.platform)
-                history = await self.store.session_history(session["id"])
+                history = await self.store.session_history(session["id"], self.cfg.agent.max_history_messages)
             except BaseException:
                 lane.turn = None
                 raise

@@ -51,6 +51,19 @@ async def test_history_is_loaded_each_turn(make_runner, fake_llm):
     assert fake_llm.requests[0]["messages"][0] == fake_llm.requests[1]["messages"][0]
 
 
+async def test_only_the_newest_history_goes_to_the_model(make_runner, fake_llm):
+    runner, qa = await make_runner({"agent": {"max_history_messages": 3}})
+    for word in ("one", "two", "three"):
+        await qa.say(word)
+        await qa.wait_for(lambda t, w=word: f"echo: {w}" in t)
+    contents = [m.get("content") for m in fake_llm.requests[-1]["messages"][1:]]
+    assert contents == ["two", "echo: two", "three"]  # the 3 newest cut at a user message, then the new one
+    from gateway.platforms.base import Source
+
+    session = await runner.store.session_active(runner.key_for(Source(qa.name, "c1", "u1")))
+    assert len(await runner.store.session_history(session["id"])) == 6  # nothing is deleted
+
+
 async def test_busy_session_queues_and_answers_in_order(make_runner, fake_llm):
     _runner, qa = await make_runner()
     await qa.say("one [sleep=0.5]")

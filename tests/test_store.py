@@ -25,6 +25,13 @@ async def test_inbox_dedupes_and_sessions_round_trip(db_url):
         history = await store.session_history("s1")
         assert history[1]["tool_calls"] == call and history[2]["tool_call_id"] == "call_1"
         assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant"]
+        await store.append_messages("s1", [{"role": "user", "content": "again"},
+                                           {"role": "assistant", "content": "ok"}])
+        # A tail never starts inside a tool exchange: cut at the next user message.
+        assert [m["content"] for m in await store.session_history("s1", limit=5)] == ["again", "ok"]
+        assert [m["role"] for m in await store.session_history("s1", limit=6)] == [
+            "user", "assistant", "tool", "assistant", "user", "assistant"]
+        assert len(await store.session_history("s1", limit=100)) == 6
         assert (await store.inbox_get(first))["reply"] == "done"
         await store.session_end(s["id"], "new")
         assert await store.session_active("k") is None

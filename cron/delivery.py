@@ -8,7 +8,10 @@ only to the targets that failed, and every attempt's outcome is written to the r
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -65,18 +68,58 @@ async def resolve(runner: GatewayRunner, store: CronStore, job: dict[str, Any],
     return adapter, chat_id, thread_id
 
 
+# A deliverer renews its claim on a run's delivery before each attempt: this long past the attempt (or
+# the pause after it), another instance may take the delivery over.
+LEASE_SECONDS = 600.0
+
+
+def owner_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def owner_is_dead(owner: str | None) -> bool:
+    """True when ``owner`` was a process on this machine that is gone (a restart, a crash)."""
+    host, _, pid = (owner or "").rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    if int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
 async def deliver_run(runner: GatewayRunner, store: CronStore, job: dict[str, Any], run_id: int, text: str,
-                      status: str) -> str:
-    """Send ``text`` (under a header naming the job) to the job's targets; returns the final delivery status."""
+                      status: str, *, resume: dict[str, Any] | None = None,
+                      now: Callable[[], float] = time.time) -> str:
+    """Send ``text`` (under a header naming the job) to the job's targets; returns the final delivery status.
+
+    ``resume``: a run row whose delivery another process started (its stored message, the targets still
+    owed it and the attempts made) — carried on from there.
+    """
     cfg = runner.cfg.cron
-    targets = [t for t in parse_targets(job["deliver"]) if t.kind != "local"]
+    if resume is not None:
+        body = resume["delivery_text"] or ""
+        targets = parse_targets(resume["delivery_targets"] or "local")
+        first = (resume["delivery_attempts"] or 0) + 1
+    else:
+        body = f"{header(job, status)}\n\n{text}".rstrip()
+        targets = parse_targets(job["deliver"])
+        first = 1
+    targets = [t for t in targets if t.kind != "local"]
     if not targets:
-        await store.update_run(run_id, delivery_status="local")
+        await store.update_run(run_id, delivery_status="local", delivery_lease_until=None)
         return "local"
-    body = f"{header(job, status)}\n\n{text}".rstrip()
     pending = targets
-    delay = cfg.delivery_retry_seconds
-    for attempt in range(1, cfg.delivery_attempts + 1):
+    delay = cfg.delivery_retry_seconds * 2 ** (first - 1)
+    owner = owner_id()
+    for attempt in range(first, max(cfg.delivery_attempts, first) + 1):
+        await store.update_run(run_id, delivery_text=body, delivery_targets=",".join(str(t) for t in pending),
+                               delivery_owner=owner, delivery_lease_until=now() + delay + LEASE_SECONDS)
         errors: dict[Target, str] = {}
         for target in pending:
             try:
@@ -92,14 +135,19 @@ async def deliver_run(runner: GatewayRunner, store: CronStore, job: dict[str, An
         pending = [t for t in pending if t in errors]
         if not pending:
             await store.update_run(run_id, delivery_status="delivered", delivery_error=None,
-                                   delivery_attempts=attempt, delivered_at=time.time())
+                                   delivery_attempts=attempt, delivered_at=time.time(), delivery_lease_until=None,
+                                   delivery_targets=None)
             log.info("cron_delivered", job_id=job["id"], run_id=run_id, attempts=attempt)
             return "delivered"
         error = "; ".join(f"{t}: {e}" for t, e in errors.items())
-        await store.update_run(run_id, delivery_status="failed", delivery_error=error, delivery_attempts=attempt)
+        last = attempt >= cfg.delivery_attempts
+        await store.update_run(run_id, delivery_status="failed", delivery_error=error, delivery_attempts=attempt,
+                               delivery_targets=",".join(str(t) for t in pending),
+                               **({"delivery_lease_until": None} if last else {}))
         log.warning("cron_delivery_failed", job_id=job["id"], run_id=run_id, attempt=attempt, error=error,
-                    retry_in=delay if attempt < cfg.delivery_attempts else None)
-        if attempt < cfg.delivery_attempts:
-            await asyncio.sleep(delay)
-            delay *= 2
+                    retry_in=None if last else delay)
+        if last:
+            break
+        await asyncio.sleep(delay)
+        delay *= 2
     return "failed"

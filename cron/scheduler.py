@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from cron import schedule as sch
-from cron.delivery import deliver_run
+from cron.delivery import LEASE_SECONDS, deliver_run, header, owner_id, owner_is_dead
 from cron.jobs import schedule_of
 from cron.store import Claim, CronStore, op_claim, op_claim_request, op_fail_stale_runs
 
@@ -55,6 +55,8 @@ class CronScheduler:
         self._tick_lock = asyncio.Lock()
         self._aps: Any = None
         self._wakeups: dict[str, float] = {}
+        self._delivering: set[str] = set()  # job ids with a delivery in progress in this process
+        self._next_resume_check = 0.0
         from cron.tool_api import CronToolAPI
 
         self.tool_api = CronToolAPI(self)
@@ -71,6 +73,7 @@ class CronScheduler:
         stale = await self.store.write(op_fail_stale_runs(self.now() - longest - 120))
         if stale:
             log.warning("cron_runs_interrupted", runs=stale)
+        await self.resume_deliveries()
         if not timer:
             return
         from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -112,6 +115,9 @@ class CronScheduler:
                     if job["enabled"] and job["next_run_at"] is not None and job["next_run_at"] <= now:
                         await self._due(job, now)
                 self._arm(jobs)
+                if now >= self._next_resume_check:  # a lease expires in minutes: no need to look every poll
+                    self._next_resume_check = now + 30
+                    await self.resume_deliveries()
             except Exception:
                 log.exception("cron_tick_failed")
 
@@ -162,7 +168,8 @@ class CronScheduler:
             if schedule.kind == "once":
                 text = (f"It was due at {sch.format_time(due, job['tz'])}, but Herald was not running then; "
                         "it was not run late.")
-                await self.store.update_run(run_id, error="missed: Herald was not running at the due time")
+                await self.store.update_run(run_id, error="missed: Herald was not running at the due time",
+                                            **self._delivery_claim(job, text, "missed"))
                 self._spawn(self._deliver(job, run_id, text, "missed"))
             else:
                 await self.store.update_run(run_id, delivery_status="none", error=(
@@ -219,14 +226,18 @@ class CronScheduler:
                     log.exception("cron_run_crashed")
                     status, error = "failed", f"{type(exc).__name__}: {exc}"
             silent = status == "ok" and (output or "").strip() == SILENT
+            text = output if status == "ok" else error or status
+            if status == "failed" and output:
+                text = f"{error}\n\n{output}"
+            text = text or "(no output)"
+            # The result and the claim on its delivery land together: if this process dies before the
+            # message is out, another one (or this one after a restart) delivers it.
             await self.store.update_run(run_id, job["id"], status, status=status, output=output, error=error,
-                                        finished_at=self.now(), **({"delivery_status": "silent"} if silent else {}))
+                                        finished_at=self.now(), **({"delivery_status": "silent"} if silent
+                                                                   else self._delivery_claim(job, text, status)))
             log.info("cron_run_finished", status=status, silent=silent, error=error)
             if not silent:
-                text = output if status == "ok" else error or status
-                if status == "failed" and output:
-                    text = f"{error}\n\n{output}"
-                self._spawn(self._deliver(job, run_id, text or "(no output)", status))
+                self._spawn(self._deliver(job, run_id, text, status))
         finally:
             structlog.contextvars.unbind_contextvars("job_id", "run_id")
 
@@ -269,14 +280,46 @@ class CronScheduler:
                             stdout or None)
         return stdout
 
-    async def _deliver(self, job: dict[str, Any], run_id: int, text: str, status: str) -> None:
+    def _delivery_claim(self, job: dict[str, Any], text: str, status: str) -> dict[str, Any]:
+        return {"delivery_text": f"{header(job, status)}\n\n{text}".rstrip(), "delivery_targets": job["deliver"],
+                "delivery_owner": owner_id(), "delivery_lease_until": self.now() + LEASE_SECONDS}
+
+    async def resume_deliveries(self) -> int:
+        """Take over deliveries whose owner died (this machine) or stopped renewing its lease (any machine)."""
+        now, taken = self.now(), 0
+        for row in await self.store.unfinished_deliveries():
+            if row["delivery_lease_until"] > now and not owner_is_dead(row["delivery_owner"]):
+                continue
+            if row["job_id"] in self._delivering:
+                continue
+            won = await self.store.take_delivery(row["id"], row["delivery_lease_until"], owner_id(),
+                                                 now + LEASE_SECONDS)
+            if won is None:
+                continue  # another instance took it
+            job = await self.store.job(won["job_id"])
+            if job is None:
+                await self.store.update_run(won["id"], delivery_status="failed", delivery_lease_until=None,
+                                            delivery_error="the job was removed before its result was delivered")
+                continue
+            taken += 1
+            log.info("cron_delivery_resumed", job_id=job["id"], run_id=won["id"],
+                     attempts_before=won["delivery_attempts"])
+            self._spawn(self._deliver(job, won["id"], "", won["status"], resume=won))
+        return taken
+
+    async def _deliver(self, job: dict[str, Any], run_id: int, text: str, status: str,
+                       resume: dict[str, Any] | None = None) -> None:
+        self._delivering.add(job["id"])
         try:
-            await deliver_run(self.runner, self.store, job, run_id, text, status)
+            await deliver_run(self.runner, self.store, job, run_id, text, status, resume=resume, now=self.now)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log.exception("cron_delivery_crashed", job_id=job["id"], run_id=run_id)
-            await self.store.update_run(run_id, delivery_status="failed", delivery_error=str(exc))
+            await self.store.update_run(run_id, delivery_status="failed", delivery_error=str(exc),
+                                        delivery_lease_until=None)
+        finally:
+            self._delivering.discard(job["id"])
 
     # ---- requests from the CLI, /cron and the tool -------------------------------------------------
 

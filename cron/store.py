@@ -84,6 +84,13 @@ cron_runs = Table(
     Column("started_at", Float, nullable=True),
     Column("finished_at", Float, nullable=True),
     Column("delivered_at", Float, nullable=True),
+    # While a delivery is unfinished: the message, the targets still owed it, and who is delivering until
+    # when. A delivery whose owner died (restart, crash) is taken over from these, so an "ok" run is never
+    # left undelivered.
+    Column("delivery_text", Text, nullable=True),
+    Column("delivery_targets", String(1000), nullable=True),
+    Column("delivery_owner", String(300), nullable=True),
+    Column("delivery_lease_until", Float, nullable=True),
     UniqueConstraint("job_id", "due_at", name="uq_cron_runs_job_due"),
     Index("ix_cron_runs_job", "job_id", "id"),
 )
@@ -224,6 +231,30 @@ def op_fail_stale_runs(older_than: float) -> Callable[[Connection], int]:
     return op
 
 
+def op_unfinished_deliveries(conn: Connection) -> list[dict[str, Any]]:
+    """Runs whose delivery someone started and nobody finished (lease still set)."""
+    rows = conn.execute(select(cron_runs.c.id, cron_runs.c.job_id, cron_runs.c.delivery_owner,
+                               cron_runs.c.delivery_lease_until, cron_runs.c.delivery_attempts)
+                        .where(cron_runs.c.delivery_lease_until.is_not(None)))
+    return [dict(r._mapping) for r in rows]
+
+
+def op_take_delivery(run_id: int, seen_lease: float, owner: str,
+                     lease_until: float) -> Callable[[Connection], dict[str, Any] | None]:
+    """Take over an abandoned delivery; the run row if this instance won it (the lease it saw was unchanged)."""
+
+    def op(conn: Connection) -> dict[str, Any] | None:
+        res = conn.execute(update(cron_runs).where(and_(
+            cron_runs.c.id == run_id, cron_runs.c.delivery_lease_until == seen_lease,
+        )).values(delivery_owner=owner, delivery_lease_until=lease_until))
+        if res.rowcount != 1:
+            return None
+        row = conn.execute(select(cron_runs).where(cron_runs.c.id == run_id)).first()
+        return dict(row._mapping) if row else None
+
+    return op
+
+
 def op_set_home(platform: str, chat_id: str, thread_id: str | None, who: str | None) -> Callable[[Connection], None]:
     def op(conn: Connection) -> None:
         conn.execute(delete(cron_home_chats).where(cron_home_chats.c.platform == platform))
@@ -278,6 +309,13 @@ class CronStore:
     async def update_run(self, run_id: int, job_id: str | None = None, job_status: str | None = None,
                          **values: Any) -> None:
         await self.write(op_update_run(run_id, values, job_id, job_status))
+
+    async def unfinished_deliveries(self) -> list[dict[str, Any]]:
+        return await self.read(op_unfinished_deliveries)
+
+    async def take_delivery(self, run_id: int, seen_lease: float, owner: str,
+                            lease_until: float) -> dict[str, Any] | None:
+        return await self.write(op_take_delivery(run_id, seen_lease, owner, lease_until))
 
     async def set_home(self, platform: str, chat_id: str, thread_id: str | None, who: str | None) -> None:
         await self.write(op_set_home(platform, chat_id, thread_id, who))

@@ -203,6 +203,78 @@ async def test_delivery_failure_is_recorded_and_retried(make_runner):
     assert failures.count("dead") == 3
 
 
+async def test_a_delivery_cut_off_by_a_restart_is_finished_once_by_the_next_process(make_runner):
+    import socket
+
+    from cron.store import cron_runs
+
+    clock = Clock()
+    runner, qa, sched = await start_cron(make_runner, clock,
+                                         cron={"delivery_attempts": 3, "delivery_retry_seconds": 3600})
+    qa.send_hook = lambda chat_id, text: PermanentError("the chat is away")
+    job = await create(sched, schedule="10m", script="echo the report", no_agent=True)
+    clock.t += 600
+    await sched.tick()
+    await wait_for(lambda: sched.store.runs(job["id"]), lambda rs: rs and rs[0]["delivery_attempts"] == 1)
+    # The process dies while waiting to retry: its tasks vanish, the run's delivery claim stays behind.
+    for task in [*sched._tasks]:
+        task.cancel()
+    await asyncio.gather(*sched._tasks, return_exceptions=True)
+    gone = await asyncio.create_subprocess_exec("true")
+    await gone.wait()
+    dead_owner = f"{socket.gethostname()}:{gone.pid}"
+    await runner.store.run_write(lambda c: c.execute(cron_runs.update().values(delivery_owner=dead_owner)))
+    [run] = await runs(sched, job["id"])
+    assert (run["status"], run["delivery_status"]) == ("ok", "failed") and qa.texts("c1") == []
+
+    qa.send_hook = None
+    restarted = CronScheduler(runner, now=clock)
+    other = CronScheduler(runner, now=clock)  # a second daemon on the same database, starting at once
+    await asyncio.gather(restarted.start(timer=False), other.start(timer=False))
+    await settle(restarted, other)
+    [run] = await runs(restarted, job["id"])
+    assert (run["delivery_status"], run["delivery_attempts"]) == ("delivered", 2)
+    assert run["delivery_lease_until"] is None
+    texts = qa.texts("c1")
+    assert len(texts) == 1 and "the report" in texts[0] and "Cron job" in texts[0]
+
+
+async def test_a_live_deliverers_claim_is_respected_until_its_lease_runs_out(make_runner):
+    from cron.store import cron_runs
+
+    clock = Clock()
+    runner, qa, sched = await start_cron(make_runner, clock,
+                                         cron={"delivery_attempts": 2, "delivery_retry_seconds": 3600})
+    qa.send_hook = lambda chat_id, text: PermanentError("the chat is away")
+    job = await create(sched, schedule="10m", script="echo later", no_agent=True)
+    clock.t += 600
+    await sched.tick()
+    await wait_for(lambda: sched.store.runs(job["id"]), lambda rs: rs and rs[0]["delivery_attempts"] == 1)
+    # Another machine's process owns it (not checkable from here) and is still within its lease.
+    await runner.store.run_write(lambda c: c.execute(cron_runs.update().values(delivery_owner="elsewhere:1")))
+    for task in [*sched._tasks]:
+        task.cancel()
+    await asyncio.gather(*sched._tasks, return_exceptions=True)
+    qa.send_hook = None
+    other = CronScheduler(runner, now=clock)
+    await other.start(timer=False)
+    assert await other.resume_deliveries() == 0 and qa.texts("c1") == []
+    clock.t += 3600 + 601  # its lease (the retry pause + LEASE_SECONDS) has run out: it is presumed gone
+    assert await other.resume_deliveries() == 1
+    await settle(other)
+    [run] = await runs(other, job["id"])
+    assert (run["delivery_status"], run["delivery_attempts"]) == ("delivered", 2) and len(qa.texts("c1")) == 1
+
+
+async def wait_for(fetch: Any, ok: Any, timeout: float = 10.0) -> Any:
+    for _ in range(int(timeout / 0.02)):
+        value = await fetch()
+        if ok(value):
+            return value
+        await asyncio.sleep(0.02)
+    raise AssertionError("condition not met")
+
+
 async def test_a_job_never_overlaps_itself(make_runner):
     clock = Clock()
     _, _, sched = await start_cron(make_runner, clock)

@@ -23,13 +23,14 @@ import collections
 import itertools
 import json
 import re
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+from tests.fakes.loop_thread import ServedInThread
 
 # ---------------------------------------------------------------------------------------------- steps
 
@@ -376,51 +377,22 @@ def _usage(body: dict[str, Any], message: dict[str, Any]) -> dict[str, int]:
 # ------------------------------------------------------------------------------------------- threaded
 
 
-class FakeLLMThread:
+class FakeLLMThread(ServedInThread):
     """A FakeLLM served from a background thread with its own event loop.
 
     For tests that run the daemon as a subprocess, or benchmarks. ``script``, ``requests`` and
     ``responder`` are safe to use from the main thread.
     """
 
+    thread_name = "fake-llm"
+
     def __init__(self, **kwargs: Any) -> None:
-        self.fake = FakeLLM(**kwargs)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        super().__init__(FakeLLM(**kwargs))
         self.base_url = ""
 
     def start(self) -> str:
-        ready = threading.Event()
-        failure: list[BaseException] = []
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            try:
-                self.base_url = loop.run_until_complete(self.fake.start())
-            except BaseException as exc:
-                failure.append(exc)
-                ready.set()
-                loop.close()
-                return
-            ready.set()
-            loop.run_forever()
-            loop.run_until_complete(self.fake.stop())
-            loop.close()
-
-        self._thread = threading.Thread(target=run, name="fake-llm", daemon=True)
-        self._thread.start()
-        ready.wait()
-        if failure:
-            raise failure[0]
+        self.base_url = super().start()
         return self.base_url
-
-    def stop(self) -> None:
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=10)
-            self._loop = None
-            self._thread = None
 
     def __enter__(self) -> FakeLLMThread:
         self.start()

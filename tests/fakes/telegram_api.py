@@ -22,13 +22,14 @@ import asyncio
 import itertools
 import json
 import secrets
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import ClientSession, web
+
+from tests.fakes.loop_thread import ServedInThread
 
 BOT_ID = 900_000_001
 BOT_USERNAME = "herald_test_bot"
@@ -539,16 +540,16 @@ class FakeTelegram:
         return status
 
 
-class FakeTelegramThread:
+class FakeTelegramThread(ServedInThread):
     """A FakeTelegram served from a background thread with its own loop, for tests that run ``herald run``.
 
     ``call(fn, *args)`` runs ``fn(fake, *args)`` on the fake's loop and returns its result.
     """
 
+    thread_name = "fake-telegram"
+
     def __init__(self, **kwargs: Any) -> None:
-        self.fake = FakeTelegram(**kwargs)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        super().__init__(FakeTelegram(**kwargs))
 
     @property
     def token(self) -> str:
@@ -558,32 +559,6 @@ class FakeTelegramThread:
     def base_url(self) -> str:
         return self.fake.base_url
 
-    def start(self) -> str:
-        ready = threading.Event()
-        failure: list[BaseException] = []
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            try:
-                loop.run_until_complete(self.fake.start())
-            except BaseException as exc:
-                failure.append(exc)
-                ready.set()
-                loop.close()
-                return
-            ready.set()
-            loop.run_forever()
-            loop.run_until_complete(self.fake.stop())
-            loop.close()
-
-        self._thread = threading.Thread(target=run, name="fake-telegram", daemon=True)
-        self._thread.start()
-        ready.wait()
-        if failure:
-            raise failure[0]
-        return self.base_url
-
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         assert self._loop is not None
 
@@ -592,9 +567,3 @@ class FakeTelegramThread:
 
         return asyncio.run_coroutine_threadsafe(run(), self._loop).result(10)
 
-    def stop(self) -> None:
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=10)
-            self._loop = None
-            self._thread = None

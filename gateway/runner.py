@@ -513,7 +513,12 @@ class GatewayRunner:
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(self.pool, contextvars.copy_context().run, agent.run,
                                       session["system_prompt"] or "", [], content, interrupt, TurnCallbacks(), ctx)
-        done, _ = await asyncio.wait({future}, timeout=timeout)
+        try:
+            done, _ = await asyncio.wait({future}, timeout=timeout)
+        except asyncio.CancelledError:  # the caller's own limit, or shutdown: the thread must stop too
+            interrupt.set()
+            future.add_done_callback(_swallow)
+            raise
         if not done:
             interrupt.set()
             future.add_done_callback(_swallow)

@@ -165,6 +165,22 @@ async def test_run_past_its_time_limit_is_timed_out_and_reported(make_runner):
     assert "«slow»" in text and "timed out" in text
 
 
+async def test_a_timed_out_run_stops_its_agent_before_the_next_tool(make_runner, tmp_path, fake_llm):
+    clock = Clock()
+    _, _qa, sched = await start_cron(make_runner, clock)
+    marker = tmp_path / "ran-after-the-limit"
+    job = await create(sched, schedule="10m", timeout_seconds=0.3, name="late tool",
+                       prompt=f'[sleep=1][tool=terminal:{{"command": "touch {marker}"}}]')
+    clock.t += 600
+    await sched.tick()
+    await settle(sched)
+    [run] = await runs(sched, job["id"])
+    assert run["status"] == "timed_out"
+    await asyncio.sleep(1.5)  # the model's late answer (a tool call) has arrived by now
+    assert not marker.exists()
+    assert len(fake_llm.requests) == 1  # and the stopped agent never asked the model again
+
+
 async def test_failed_script_is_a_failed_run(make_runner):
     clock = Clock()
     _, qa, sched = await start_cron(make_runner, clock)

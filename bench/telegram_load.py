@@ -73,6 +73,13 @@ def rss_mb(pid: int) -> tuple[float, float]:
     return values.get("VmRSS", float("nan")), values.get("VmHWM", float("nan"))
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far, from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Daemon:
     def __init__(self, home: Path, port: int, llm_url: str, tg: FakeTelegram, chats: int, log_level: str,
                  profile: str | None) -> None:
@@ -204,7 +211,9 @@ async def run(args: argparse.Namespace) -> int:
         daemon = Daemon(home, free_port(), llm.base_url, tg, args.chats, args.log_level, args.profile)
         await daemon.wait_ready()
         rss_idle = rss_mb(daemon.proc.pid)[0]
+        cpu_before = cpu_seconds(daemon.proc.pid)
         result = await load(tg, args.chats, args.messages_per_chat, daemon)
+        cpu = cpu_seconds(daemon.proc.pid) - cpu_before
         rss_now, rss_peak = rss_mb(daemon.proc.pid)
         code = await asyncio.to_thread(daemon.stop)
     finally:
@@ -236,6 +245,8 @@ async def run(args: argparse.Namespace) -> int:
     row("ingress-to-reply max", f"{max(lat_ms, default=float('nan')):.1f} ms")
     row("lost", str(result["lost"]), f"0  {verdict(result['lost'] == 0)}")
     row("answered more than once", str(result["twice"]), f"0  {verdict(result['twice'] == 0)}")
+    row("daemon CPU per message", f"{cpu / max(1, result['answered']) * 1000:.2f} ms",
+        f"(the load used {cpu / result['elapsed'] if result['elapsed'] else 0:.2f} of the daemon's cores)")
     row("daemon RSS idle", f"{rss_idle:.1f} MB")
     row("daemon RSS at end / peak (HWM)", f"{rss_now:.1f} / {rss_peak:.1f} MB",
         f"< {TARGET_RSS_MB:g} MB  {verdict(rss_peak < TARGET_RSS_MB)}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -153,6 +154,9 @@ def _is_unique_violation(exc: Exception) -> bool:
     return "unique" in text or "duplicate key" in text
 
 
+HISTORY_CACHE_SESSIONS = 256
+
+
 class Store:
     """Async data access. Every method is a coroutine: the event loop never waits on a sync DB call."""
 
@@ -164,6 +168,11 @@ class Store:
         # to aiosqlite's thread for every statement, and no pooled connections colliding in SQLite's busy
         # handler. Reads stay on aiosqlite. PostgreSQL takes every write as its own asyncpg transaction.
         self._batched = url.startswith("sqlite")
+        # The newest messages of recently active sessions, as each turn sends them to the model: loading
+        # and decoding them from the database every turn was a fifth of the per-message CPU. Appends go
+        # through ``append_messages`` (the only writer of ``messages``), which keeps these in step.
+        self._history: OrderedDict[str, tuple[int, list[dict[str, Any]]]] = OrderedDict()
+        self._history_loading: dict[str, bool] = {}  # session id -> an append raced its read
         self._write_lock = asyncio.Lock()
         self._queue: list[tuple[WriteOp, asyncio.Future[Any]]] = []
         self._writer: asyncio.Task[None] | None = None
@@ -353,11 +362,25 @@ class Store:
         if not limit:
             params: dict[str, Any] = {"b_session": session_id}
             return await self.run_read(lambda conn: [_to_openai(r) for r in conn.execute(_HISTORY, params)])
+        cached = self._history.get(session_id)
+        if cached is not None and cached[0] == limit:
+            self._history.move_to_end(session_id)
+            tail = cached[1]
+            return _from_user_message(tail[-limit:]) if len(tail) > limit else list(tail)
         params = {"b_session": session_id, "b_limit": limit}
-        newest = await self.run_read(lambda conn: [_to_openai(r) for r in conn.execute(_HISTORY_TAIL, params)])
+        self._history_loading[session_id] = False
+        try:
+            newest = await self.run_read(
+                lambda conn: [_to_openai(r) for r in conn.execute(_HISTORY_TAIL, params)])
+        finally:
+            raced = self._history_loading.pop(session_id, True)
         newest.reverse()
-        start = next((n for n, m in enumerate(newest) if m["role"] == "user"), len(newest))
-        return newest[start:]
+        tail = _from_user_message(newest)
+        if not raced:  # an append during the read may or may not be in it: then don't keep it
+            self._history[session_id] = (limit, tail)
+            while len(self._history) > HISTORY_CACHE_SESSIONS:
+                self._history.popitem(last=False)
+        return list(tail)
 
     async def session_count_messages(self, session_id: str) -> int:
         stmt = select(func.count()).select_from(messages).where(messages.c.session_id == session_id)
@@ -389,6 +412,14 @@ class Store:
                 conn.execute(stmt, params)
 
         await self.run_write(op)
+        if session_id in self._history_loading:
+            self._history_loading[session_id] = True
+        cached = self._history.get(session_id)
+        if cached is not None:
+            limit, tail = cached
+            tail.extend(_openai_message(m) for m in msgs)
+            if len(tail) > 2 * limit:  # trimmed now and then, not on every append
+                tail[:] = _from_user_message(tail[-limit:])
 
     # ---- chat log (web chat history) ---------------------------------------------------------
 
@@ -484,6 +515,21 @@ _HISTORY_TAIL = (
     .order_by(messages.c.id.desc())
     .limit(bindparam("b_limit"))
 )
+
+
+def _from_user_message(msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    start = next((n for n, m in enumerate(msgs) if m["role"] == "user"), len(msgs))
+    return msgs[start:]
+
+
+def _openai_message(m: dict[str, Any]) -> dict[str, Any]:
+    """What ``_to_openai`` makes of the row ``append_messages`` writes for ``m``."""
+    msg: dict[str, Any] = {"role": m["role"], "content": m.get("content")}
+    if m.get("tool_calls"):
+        msg["tool_calls"] = m["tool_calls"]
+    if m.get("tool_call_id"):
+        msg["tool_call_id"] = m["tool_call_id"]
+    return msg
 
 
 def _to_openai(row: Any) -> dict[str, Any]:

@@ -43,3 +43,28 @@ async def test_inbox_dedupes_and_sessions_round_trip(db_url):
         assert rows[0]["text"] == "edited" and rows[0]["buttons"] == [{"id": "b", "label": "B"}]
     finally:
         await store.close()
+
+
+async def test_recent_history_served_from_memory_matches_the_database(db_url):
+    """The in-memory tail of a session (kept in step by append_messages) equals a fresh read every time."""
+    store, fresh = Store(db_url), Store(db_url)
+    await store.init()
+    sid = f"hist-{id(store)}"
+    call = [{"id": "c", "type": "function", "function": {"name": "terminal", "arguments": "{}"}}]
+    try:
+        await store.session_create(sid, f"k-{sid}", "web", None)
+        for n in range(12):
+            turn: list[dict[str, object]] = [{"role": "user", "content": f"q{n}"}]
+            if n % 3 == 0:  # a tool exchange now and then, so cuts must skip to a user message
+                turn += [{"role": "assistant", "content": None, "tool_calls": call},
+                         {"role": "tool", "content": f"r{n}", "tool_call_id": "c"}]
+            turn.append({"role": "assistant", "content": f"a{n}"})
+            await store.append_messages(sid, turn)
+            for limit in (3, 5):
+                served = await store.session_history(sid, limit)
+                assert served == await fresh.session_history(sid, limit)
+                assert len(served) <= limit and (not served or served[0]["role"] == "user")
+            assert (await store.session_history(sid, 5))[-1]["content"] == f"a{n}"
+    finally:
+        await store.close()
+        await fresh.close()

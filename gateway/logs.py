@@ -55,7 +55,9 @@ _NOISY_LOGGERS = (
     "discord",
     "hpack",
     "httpcore",
+    "httpcore2",  # the openai SDK's own copy of httpx: one INFO line per model call otherwise
     "httpx",
+    "httpx2",
     "openai",
     "slack_bolt",
     "slack_sdk",

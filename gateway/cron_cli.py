@@ -44,9 +44,10 @@ def _with_store(fn: Callable[[Any, Any], Awaitable[Any]]) -> Any:
     return asyncio.run(main())
 
 
-def _fail(message: str) -> None:
+def _fail(message: str, code: int = 1) -> None:
+    """Exit 2 for input that is wrong (like a usage error), 1 for a request that can't be done."""
     typer.echo(f"herald cron: {message}", err=True)
-    raise typer.Exit(1)
+    raise typer.Exit(code)
 
 
 async def _job_or_fail(store: Any, job_id: str) -> dict[str, Any]:
@@ -83,7 +84,7 @@ def add(
             row = build_job(fields, default_tz=cfg.cron.timezone, origin=None, known_platforms=set(PLATFORMS),
                             created_by="cli")
         except (JobError, ScheduleError) as exc:
-            _fail(str(exc))
+            _fail(str(exc), 2)
         return await store.add_job(row)
 
     row = _with_store(go)

@@ -394,9 +394,9 @@ def test_cli_add_list_history(home, monkeypatch):
     assert cli.invoke(app, ["cron", "resume", job["id"]]).exit_code == 0
     assert "No runs" in cli.invoke(app, ["cron", "history", job["id"]]).output
     bad = cli.invoke(app, ["cron", "add", "--schedule", "every 5s", "--prompt", "x"])
-    assert bad.exit_code == 1 and "shortest interval" in bad.output
+    assert bad.exit_code == 2 and "shortest interval" in bad.output
     bad = cli.invoke(app, ["cron", "add", "--schedule", "1h", "--prompt", "x", "--deliver", "origin"])
-    assert bad.exit_code == 1 and "origin" in bad.output
+    assert bad.exit_code == 2 and "origin" in bad.output
     assert cli.invoke(app, ["cron", "remove", "nope"]).exit_code == 1
     assert cli.invoke(app, ["cron", "remove", job["id"]]).exit_code == 0
     assert json.loads(cli.invoke(app, ["cron", "list", "--json"]).output) == []

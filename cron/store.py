@@ -1,6 +1,6 @@
 """Cron state in the gateway's database: job definitions, run history, home chats.
 
-The tables join ``gateway.db.metadata``, so the daemon's ``Store.init`` creates them on SQLite and
+The tables are declared in gateway/tables.py with the rest, so ``Store.init`` creates them on SQLite and
 PostgreSQL alike. Every operation is a synchronous function of a ``Connection``; ``CronStore`` runs them
 through the daemon's ``Store`` (off the loop) or, for the CLI, through an engine of its own.
 
@@ -18,16 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
-    JSON,
-    Boolean,
-    Column,
-    Float,
-    Index,
-    Integer,
-    String,
-    Table,
-    Text,
-    UniqueConstraint,
     and_,
     delete,
     insert,
@@ -36,74 +26,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
-from gateway.db import metadata
+from gateway.tables import cron_home_chats, cron_jobs, cron_runs
 
-cron_jobs = Table(
-    "cron_jobs",
-    metadata,
-    Column("id", String(16), primary_key=True),
-    Column("name", String(200), nullable=False),
-    Column("prompt", Text, nullable=False),
-    Column("schedule", String(200), nullable=False),
-    Column("kind", String(16), nullable=False),  # once | interval | cron
-    Column("tz", String(64), nullable=True),
-    Column("run_at", Float, nullable=True),  # once: the moment
-    Column("deliver", String(1000), nullable=False),  # comma-separated targets
-    Column("origin", JSON, nullable=True),  # the chat it was created from (Source.to_dict())
-    Column("enabled", Boolean, nullable=False),
-    Column("repeat", Integer, nullable=True),  # stop after this many runs; None = forever
-    Column("runs_done", Integer, nullable=False),
-    Column("script", Text, nullable=True),
-    Column("no_agent", Boolean, nullable=False),
-    Column("model", String(200), nullable=True),
-    Column("timeout_seconds", Float, nullable=True),
-    Column("next_run_at", Float, nullable=True),  # None: finished (or a one-shot that already ran)
-    Column("last_run_at", Float, nullable=True),
-    Column("last_status", String(16), nullable=True),
-    Column("run_requested_at", Float, nullable=True),  # `run ID` from the CLI / chat / tool
-    Column("created_by", String(256), nullable=True),
-    Column("created_at", Float, nullable=False),
-    Column("updated_at", Float, nullable=False),
-)
-
-cron_runs = Table(
-    "cron_runs",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("job_id", String(16), nullable=False),
-    Column("due_at", Float, nullable=False),
-    Column("trigger", String(16), nullable=False),  # scheduled | manual | missed
-    # running -> ok | failed | timed_out; or missed (never started)
-    Column("status", String(16), nullable=False),
-    Column("output", Text, nullable=True),
-    Column("error", Text, nullable=True),
-    # pending -> delivered | failed (retrying while attempts remain) | local | silent | none
-    Column("delivery_status", String(16), nullable=False),
-    Column("delivery_error", Text, nullable=True),
-    Column("delivery_attempts", Integer, nullable=False),
-    Column("started_at", Float, nullable=True),
-    Column("finished_at", Float, nullable=True),
-    Column("delivered_at", Float, nullable=True),
-    # While a delivery is unfinished: the message, the targets still owed it, and who is delivering until
-    # when. A delivery whose owner died (restart, crash) is taken over from these, so an "ok" run is never
-    # left undelivered.
-    Column("delivery_text", Text, nullable=True),
-    Column("delivery_targets", String(1000), nullable=True),
-    Column("delivery_owner", String(300), nullable=True),
-    Column("delivery_lease_until", Float, nullable=True),
-    UniqueConstraint("job_id", "due_at", name="uq_cron_runs_job_due"),
-    Index("ix_cron_runs_job", "job_id", "id"),
-)
-
-cron_home_chats = Table(
-    "cron_home_chats",
-    metadata,
-    Column("platform", String(32), primary_key=True),
-    Column("chat_id", String(256), nullable=False),
-    Column("thread_id", String(256), nullable=True),
-    Column("set_by", String(256), nullable=True),
-    Column("set_at", Float, nullable=False),
-)
 
 def new_job_id() -> str:
     return secrets.token_hex(4)

@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from sqlalchemy import Column, Float, Index, Integer, String, Table, Text, UniqueConstraint, insert, select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection
 
 from gateway.commands import Command, CommandContext, CommandRegistry
-from gateway.db import metadata
 from gateway.platforms.base import Button, ButtonPress, OutboundMessage, PlatformAdapter, Source
+from gateway.tables import approval_allowlist, approval_session_grants, approvals
 from tools.dangerous import Decision, Verdict, matches_allowlist, normalize
 
 if TYPE_CHECKING:
@@ -51,54 +51,8 @@ LABELS = {"o": "Approve once", "s": "Approve for this session", "a": "Always app
 POLL_SECONDS = 0.1
 MAX_SHOWN = 600
 
-approvals = Table(
-    "approvals",
-    metadata,
-    Column("id", String(16), primary_key=True),
-    Column("session_key", String(512), nullable=False),
-    Column("platform", String(32), nullable=False),
-    Column("chat_id", String(256), nullable=False),
-    Column("thread_id", String(256), nullable=True),
-    Column("requested_by", String(256), nullable=True),  # the user who started the turn
-    Column("turn_id", String(32), nullable=True),
-    Column("command", Text, nullable=False),  # redacted, as shown in the prompt
-    Column("reason", Text, nullable=True),
-    Column("level", String(16), nullable=False),  # dangerous | hardline
-    # pending -> approved | denied | expired | forbidden
-    Column("status", String(16), nullable=False),
-    # approved: once | session | always | allow (config) | off (mode) | cron
-    Column("scope", String(16), nullable=True),
-    Column("decided_by", String(256), nullable=True),
-    # button | command | timeout | stop | new | interrupted | restart | auto | error
-    Column("decided_via", String(32), nullable=True),
-    Column("prompt_message_id", String(256), nullable=True),
-    Column("created_at", Float, nullable=False),
-    Column("decided_at", Float, nullable=True),
-    Index("ix_approvals_status", "status"),
-    Index("ix_approvals_created", "created_at"),
-)
 
-approval_allowlist = Table(
-    "approval_allowlist",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("command_hash", String(64), nullable=False, unique=True),
-    Column("command", Text, nullable=False),  # redacted, for display
-    Column("added_by", String(256), nullable=True),
-    Column("approval_id", String(16), nullable=True),
-    Column("created_at", Float, nullable=False),
-)
 
-approval_session_grants = Table(
-    "approval_session_grants",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("session_key", String(512), nullable=False),
-    Column("command_hash", String(64), nullable=False),
-    Column("granted_by", String(256), nullable=True),
-    Column("created_at", Float, nullable=False),
-    UniqueConstraint("session_key", "command_hash", name="uq_approval_grant"),
-)
 
 
 def command_hash(command: str) -> str:

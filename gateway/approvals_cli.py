@@ -62,7 +62,7 @@ def list_approvals(
     """Show recent approval requests and their outcomes (who, what, when)."""
     from sqlalchemy import select
 
-    from gateway.approvals import approvals
+    from gateway.tables import approvals
 
     url = _url()
     stmt = select(approvals).order_by(approvals.c.created_at.desc()).limit(limit)
@@ -92,7 +92,7 @@ def allowlist() -> None:
     """Show the commands someone chose "Always approve" for."""
     from sqlalchemy import select
 
-    from gateway.approvals import approval_allowlist
+    from gateway.tables import approval_allowlist
 
     url = _url()
     rows = asyncio.run(_query(url, select(approval_allowlist).order_by(approval_allowlist.c.created_at))) if url else []
@@ -112,7 +112,7 @@ def revoke(
     """Take a command off the "Always approve" list: it asks again next time (a running daemon included)."""
     from sqlalchemy import delete
 
-    from gateway.approvals import approval_allowlist
+    from gateway.tables import approval_allowlist
 
     if (entry is None) == (not revoke_all):
         typer.echo("error: give one entry number (see `herald approvals allowlist`) or --all", err=True)

@@ -29,14 +29,13 @@ def _with_store(fn: Callable[[Any, Any], Awaitable[Any]]) -> Any:
         url = f"sqlite+aiosqlite:///{paths.db_file}"
 
     async def main() -> Any:
-        from cron.store import cron_home_chats, cron_jobs, cron_runs, engine_store
-        from gateway.db import metadata
+        from cron.store import engine_store
+        from gateway.tables import create_schema
 
         store, engine = engine_store(url)
         try:
             async with engine.begin() as conn:
-                await conn.run_sync(lambda c: metadata.create_all(
-                    c, tables=[cron_jobs, cron_runs, cron_home_chats]))
+                await conn.run_sync(create_schema)
             return await fn(store, cfg)
         finally:
             await engine.dispose()

@@ -16,18 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
 
+import structlog
 from sqlalchemy import (
-    JSON,
-    BigInteger,
-    Column,
-    Float,
-    Index,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    Text,
-    UniqueConstraint,
     and_,
     bindparam,
     create_engine,
@@ -41,84 +31,9 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
-metadata = MetaData()
-
-sessions = Table(
-    "sessions",
-    metadata,
-    Column("id", String(36), primary_key=True),
-    Column("key", String(512), nullable=False),
-    Column("parent_id", String(36), nullable=True),
-    Column("platform", String(32), nullable=False),
-    Column("system_prompt", Text, nullable=True),
-    Column("created_at", Float, nullable=False),
-    Column("updated_at", Float, nullable=False),
-    Column("ended_at", Float, nullable=True),
-    Column("end_reason", String(64), nullable=True),
-    Index("ix_sessions_key_active", "key", "ended_at"),
-)
-
-messages = Table(
-    "messages",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("session_id", String(36), nullable=False, index=True),
-    Column("role", String(16), nullable=False),
-    Column("content", JSON, nullable=True),
-    Column("tool_calls", JSON, nullable=True),
-    Column("tool_call_id", String(128), nullable=True),
-    Column("created_at", Float, nullable=False),
-)
-
-inbox = Table(
-    "inbox",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("platform", String(32), nullable=False),
-    Column("platform_message_id", String(256), nullable=False),
-    Column("session_key", String(512), nullable=False),
-    Column("payload", JSON, nullable=False),
-    # pending -> replied (answer stored, delivery under way) -> done | failed | cancelled | rejected | denied
-    Column("status", String(16), nullable=False),
-    Column("reply", Text, nullable=True),
-    Column("error", Text, nullable=True),
-    Column("created_at", Float, nullable=False),
-    Column("updated_at", Float, nullable=False),
-    UniqueConstraint("platform", "platform_message_id", name="uq_inbox_platform_message"),
-    Index("ix_inbox_status", "status"),
-)
-
-outbox = Table(
-    "outbox",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("inbox_id", Integer, nullable=True, index=True),
-    Column("platform", String(32), nullable=False),
-    Column("chat_id", String(256), nullable=False),
-    Column("chunk_index", Integer, nullable=False),
-    Column("platform_message_id", String(256), nullable=True),
-    Column("status", String(16), nullable=False),  # sent | failed
-    Column("error", Text, nullable=True),
-    Column("created_at", Float, nullable=False),
-)
+from gateway.tables import chat_log, create_schema, inbox, messages, outbox, sessions
 
 # What a platform without its own history (the web chat) serves back to its clients.
-chat_log = Table(
-    "chat_log",
-    metadata,
-    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
-    Column("platform", String(32), nullable=False),
-    Column("chat_id", String(256), nullable=False),
-    Column("message_id", String(256), nullable=False),
-    Column("role", String(16), nullable=False),
-    Column("user_id", String(256), nullable=True),
-    Column("text", Text, nullable=False),
-    Column("buttons", JSON, nullable=True),
-    Column("created_at", Float, nullable=False),
-    Column("updated_at", Float, nullable=False),
-    UniqueConstraint("platform", "message_id", name="uq_chat_log_message"),
-    Index("ix_chat_log_chat", "platform", "chat_id", "id"),
-)
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -252,7 +167,9 @@ class Store:
 
     async def init(self) -> None:
         async with self.write() as conn:
-            await conn.run_sync(metadata.create_all)
+            added = await conn.run_sync(create_schema)
+        if added:
+            structlog.get_logger("herald.db").info("schema_upgraded", columns=added)
 
     async def close(self) -> None:
         if self._writer is not None and not self._writer.done():

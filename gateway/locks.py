@@ -30,21 +30,10 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import BigInteger, Column, Float, Integer, String, Table, delete, insert, select, text
+from sqlalchemy import delete, insert, select, text
 from sqlalchemy.engine import Connection
 
-from gateway.db import metadata
-
-credential_lock_holders = Table(
-    "credential_lock_holders",
-    metadata,
-    Column("lock_key", BigInteger, primary_key=True),
-    Column("scope", String(64), nullable=False),
-    Column("pid", Integer, nullable=True),
-    Column("profile", String(128), nullable=True),
-    Column("host", String(256), nullable=True),
-    Column("acquired_at", Float, nullable=False),
-)
+from gateway.tables import credential_lock_holders
 
 
 def describe_holder(holder: dict[str, Any] | None) -> str:

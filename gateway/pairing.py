@@ -24,12 +24,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from sqlalchemy import Column, Float, Index, Integer, String, Table, and_, delete, func, insert, select, update
+from sqlalchemy import and_, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from gateway.commands import CommandContext
-from gateway.db import Store, metadata
+from gateway.db import Store
 from gateway.platforms.base import OutboundMessage, PlatformAdapter, Source
+from gateway.tables import paired_users, pairing_codes, pairing_failures, pairing_lockouts
 
 if TYPE_CHECKING:
     from gateway.runner import GatewayRunner
@@ -45,49 +46,9 @@ MAX_FAILURES = 5
 FAILURE_WINDOW = 3600.0
 LOCKOUT = 3600.0
 
-pairing_codes = Table(
-    "pairing_codes",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("platform", String(32), nullable=False),
-    Column("user_id", String(256), nullable=False),
-    Column("chat_id", String(256), nullable=False),
-    Column("user_name", String(256), nullable=True),
-    Column("code_hash", String(64), nullable=False),
-    Column("status", String(16), nullable=False),  # pending -> approved | superseded | expired
-    Column("created_at", Float, nullable=False),
-    Column("expires_at", Float, nullable=False),
-    Index("ix_pairing_codes_lookup", "platform", "code_hash"),
-    Index("ix_pairing_codes_pending", "platform", "status"),
-)
 
-paired_users = Table(
-    "paired_users",
-    metadata,
-    Column("platform", String(32), primary_key=True),
-    Column("user_id", String(256), primary_key=True),
-    Column("chat_id", String(256), nullable=True),
-    Column("user_name", String(256), nullable=True),
-    Column("approved_by", String(256), nullable=True),
-    Column("approved_at", Float, nullable=False),
-    Column("notified_at", Float, nullable=True),  # the user was told; null: the daemon still has to
-)
 
-pairing_failures = Table(
-    "pairing_failures",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("platform", String(32), nullable=False),
-    Column("at", Float, nullable=False),
-    Index("ix_pairing_failures", "platform", "at"),
-)
 
-pairing_lockouts = Table(
-    "pairing_lockouts",
-    metadata,
-    Column("platform", String(32), primary_key=True),
-    Column("until", Float, nullable=False),
-)
 
 
 def new_code() -> str:

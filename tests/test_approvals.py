@@ -13,8 +13,9 @@ from typing import Any
 from sqlalchemy import select
 from typer.testing import CliRunner
 
-from gateway.approvals import approval_allowlist, approvals, redact_command
+from gateway.approvals import redact_command
 from gateway.platforms.base import Source
+from gateway.tables import approval_allowlist, approvals
 from tests.fakes.llm import Reply, ToolCall, ToolCalls
 from tools.dangerous import classify
 

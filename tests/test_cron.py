@@ -222,7 +222,7 @@ async def test_delivery_failure_is_recorded_and_retried(make_runner):
 async def test_a_delivery_cut_off_by_a_restart_is_finished_once_by_the_next_process(make_runner):
     import socket
 
-    from cron.store import cron_runs
+    from gateway.tables import cron_runs
 
     clock = Clock()
     runner, qa, sched = await start_cron(make_runner, clock,
@@ -256,7 +256,7 @@ async def test_a_delivery_cut_off_by_a_restart_is_finished_once_by_the_next_proc
 
 
 async def test_a_live_deliverers_claim_is_respected_until_its_lease_runs_out(make_runner):
-    from cron.store import cron_runs
+    from gateway.tables import cron_runs
 
     clock = Clock()
     runner, qa, sched = await start_cron(make_runner, clock,

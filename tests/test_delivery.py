@@ -5,9 +5,10 @@ import asyncio
 import pytest
 from sqlalchemy import select
 
-from gateway.db import Store, outbox
+from gateway.db import Store
 from gateway.delivery import Delivery, chunk_markdown, text_length, to_plain
 from gateway.platforms.base import FormattingError, OutboundMessage, PermanentError, RateLimited, TransientError
+from gateway.tables import outbox
 
 
 @pytest.mark.parametrize("limit", [50, 120, 400])

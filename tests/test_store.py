@@ -68,3 +68,24 @@ async def test_recent_history_served_from_memory_matches_the_database(db_url):
     finally:
         await store.close()
         await fresh.close()
+
+
+async def test_an_older_database_gets_the_new_columns(tmp_path):
+    """A state.db created by an earlier version (inbox without owner/lease) is upgraded in place."""
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE inbox (id INTEGER PRIMARY KEY, platform VARCHAR(32) NOT NULL, "
+                 "platform_message_id VARCHAR(256) NOT NULL, session_key VARCHAR(512) NOT NULL, payload JSON NOT NULL, "
+                 "status VARCHAR(16) NOT NULL, reply TEXT, error TEXT, created_at FLOAT NOT NULL, "
+                 "updated_at FLOAT NOT NULL)")
+    conn.execute("INSERT INTO inbox VALUES (1, 'web', 'x', 'k', '{}', 'done', NULL, NULL, 0, 0)")
+    conn.commit()
+    conn.close()
+    store = Store(f"sqlite+aiosqlite:///{path}")
+    await store.init()
+    row = await store.inbox_get(1)
+    await store.close()
+    assert row is not None and row["status"] == "done"
+    assert "owner" in row and row["owner"] is None and "lease_until" in row

@@ -19,7 +19,7 @@ app = typer.Typer(no_args_is_help=True, help="Pairing: let users who DMed the bo
 
 
 def _run(work: Callable[[Any], Awaitable[Any]]) -> Any:
-    from gateway.cli import load
+    from gateway.cli.common import load
     from gateway.pairing import Pairing
     from gateway.runner import GatewayRunner  # noqa: F401 - defines every table before Store.init
 

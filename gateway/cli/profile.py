@@ -55,7 +55,7 @@ def _names() -> list[str]:
 @app.command("list")
 def list_(as_json: Annotated[bool, typer.Option("--json", help="one JSON array")] = False) -> None:
     """The default profile and every named one; * marks the one this command line selects."""
-    from gateway.cli import state
+    from gateway.cli.common import state
 
     current = state.profile or os.environ.get("HERALD_PROFILE") or "default"
     rows = []

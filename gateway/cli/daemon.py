@@ -1,4 +1,4 @@
-"""The ``herald`` command line. Every subcommand finds the same state through HERALD_HOME / --profile / --config."""
+"""``herald run``, ``herald check-config`` and ``herald paths``: the daemon and where it keeps its state."""
 
 from __future__ import annotations
 
@@ -11,41 +11,10 @@ from typing import Annotated
 
 import typer
 
-from gateway.config import Config, ConfigError, Paths, load_config, resolve_paths, secret_env_names
+from gateway.cli.common import load
+from gateway.config import Config, Paths, secret_env_names
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Herald: a messaging gateway for an AI agent (Telegram, Discord, Slack, web chat).")
-
-
-class _State:
-    profile: str | None = None
-    config: str | None = None
-
-
-state = _State()
-
-
-def fail_config(exc: ConfigError) -> None:
-    typer.echo(f"herald: config error: {exc}", err=True)
-    raise typer.Exit(2)
-
-
-def load(config_override: str | None = None) -> tuple[Config, Paths]:
-    try:
-        paths = resolve_paths(state.profile, config_override or state.config)
-        return load_config(paths), paths
-    except ConfigError as exc:
-        fail_config(exc)
-        raise  # unreachable
-
-
-@app.callback()
-def main_options(
-    profile: Annotated[str | None, typer.Option("--profile", "-p", help="use $HERALD_HOME/profiles/NAME")] = None,
-    config: Annotated[str | None, typer.Option("--config", "-c", help="path to config.yaml")] = None,
-) -> None:
-    state.profile = profile
-    state.config = config
+app = typer.Typer()
 
 
 @app.command()
@@ -121,21 +90,3 @@ def paths() -> None:
     for label, value in (("home", p.home), ("config", p.config_file), ("database", p.db_file),
                          ("logs", p.logs_dir), ("web token", p.web_token_file)):
         typer.echo(f"{label:10} {value}")
-
-
-app.add_typer(__import__("gateway.approvals_cli", fromlist=["app"]).app, name="approvals")
-app.add_typer(__import__("gateway.pairing_cli", fromlist=["app"]).app, name="pairing")
-app.add_typer(__import__("gateway.profile_cli", fromlist=["app"]).app, name="profile")
-app.add_typer(__import__("gateway.cron_cli", fromlist=["app"]).app, name="cron")
-
-
-def main() -> None:
-    try:
-        app()
-    except ConfigError as exc:
-        fail_config(exc)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()
-

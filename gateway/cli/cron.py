@@ -20,7 +20,7 @@ app = typer.Typer(no_args_is_help=True, help="Scheduled jobs whose results are d
 
 def _with_store(fn: Callable[[Any, Any], Awaitable[Any]]) -> Any:
     """Run ``fn(cron_store, cfg)`` against this profile's database (its tables created if missing)."""
-    from gateway.cli import load
+    from gateway.cli.common import load
 
     cfg, paths = load()
     url = cfg.database.url

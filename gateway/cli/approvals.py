@@ -1,7 +1,7 @@
 """``herald approvals ...``: the approvals audit trail and the "always approve" list.
 
 Read-only, so it works beside a running daemon; it finds the database the same way every other
-subcommand does (HERALD_HOME / --profile / --config, through ``gateway.cli.load``).
+subcommand does (HERALD_HOME / --profile / --config, through ``gateway.cli.common.load``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ app = typer.Typer(no_args_is_help=True, help="Dangerous-command approvals: who a
 
 
 def _url() -> str | None:
-    from gateway.cli import load
+    from gateway.cli.common import load
 
     cfg, paths = load()
     if cfg.database.url:

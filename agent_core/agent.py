@@ -1,7 +1,9 @@
 """The synchronous agent loop: model call -> tool calls -> model call ... -> final answer.
 
 Runs in a worker thread. It knows nothing about platforms or asyncio; the gateway passes callbacks in
-and persists ``TurnResult.messages``.
+and persists what the turn adds. ``on_step`` gets each message of the turn as soon as it is final — the
+assistant's tool calls before they run, each tool's result as it completes — so a turn cut short by a crash
+can be resumed from its last step (``user_content=None``) without running a tool twice.
 """
 
 from __future__ import annotations
@@ -26,15 +28,39 @@ GRACE_NOTE = (
     "Give your final answer now, based on what you have so far.]"
 )
 _INTERRUPTED_RESULT = json.dumps({"error": "not run: the turn was interrupted"})
+_UNKNOWN_RESULT = json.dumps({"error": "the turn was cut off (Herald restarted) while this ran: it may or may not "
+                                       "have completed, and it was not run again. Check before repeating it."})
 
 
 def _noop(_what: str) -> None:
     return None
 
 
+def _no_steps(_messages: list[dict[str, Any]]) -> None:
+    return None
+
+
+class StepRefused(Exception):
+    """Raised by ``on_step`` when the turn may not go on (it was stopped, or its steps can't be stored)."""
+
+
 @dataclass
 class TurnCallbacks:
     on_activity: Callable[[str], None] = field(default=_noop)
+    # Messages of the turn as they become final (not the closing answer, which is in the result).
+    on_step: Callable[[list[dict[str, Any]]], None] = field(default=_no_steps)
+
+
+def unanswered_calls(messages: list[dict[str, Any]]) -> list[str]:
+    """Ids of tool calls in the last assistant message with tool calls that have no result after it."""
+    for n in range(len(messages) - 1, -1, -1):
+        msg = messages[n]
+        if msg.get("role") == "assistant" and msg.get("tool_calls"):
+            answered = {m.get("tool_call_id") for m in messages[n + 1:] if m.get("role") == "tool"}
+            return [c.get("id") for c in msg["tool_calls"] if c.get("id") not in answered]
+        if msg.get("role") == "user":
+            return []
+    return []
 
 
 @dataclass
@@ -64,11 +90,12 @@ class Agent:
         self,
         system_prompt: str,
         history: list[dict[str, Any]],
-        user_content: str | list[Any],
+        user_content: str | list[Any] | None,
         interrupt: threading.Event,
         callbacks: TurnCallbacks,
         ctx: ToolContext,
     ) -> TurnResult:
+        """One turn. ``user_content=None`` resumes the turn whose user message and steps end ``history``."""
         def activity(what: str) -> None:
             try:
                 callbacks.on_activity(what)
@@ -80,17 +107,29 @@ class Agent:
         names = self.tool_names if self.tool_names is not None else self.registry.names(ctx.config)
         allowed = frozenset(names)
         tools = self.registry.schemas(names) or None
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": system_prompt},
-            *history,
-            {"role": "user", "content": user_content},
-        ]
+        messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}, *history]
         new: list[dict[str, Any]] = []
         iterations = 0
 
         def interrupted() -> TurnResult:
             text = LLMError("interrupted").user_message()
             return TurnResult("interrupted", text, new, "interrupted", iterations)
+
+        def step(*msgs: dict[str, Any]) -> None:
+            callbacks.on_step(list(msgs))
+
+        if user_content is not None:
+            messages.append({"role": "user", "content": user_content})
+        else:
+            # Resumed: calls whose results were never stored get a result that says so, not a second run.
+            missing = unanswered_calls(messages)
+            for call_id in missing:
+                self._append_tool(messages, new, call_id, _UNKNOWN_RESULT)
+            if missing:
+                try:
+                    step(*new)
+                except StepRefused:
+                    return interrupted()
 
         while True:
             if interrupt.is_set():
@@ -131,6 +170,12 @@ class Agent:
             assistant = {"role": "assistant", "content": reply.get("content"), "tool_calls": tool_calls}
             messages.append(assistant)
             new.append(assistant)
+            try:
+                step(assistant)  # stored before any of its calls runs
+            except StepRefused:
+                for call, _ in parsed:
+                    self._append_tool(messages, new, call["id"], _INTERRUPTED_RESULT)
+                return interrupted()
             batch = [(call["function"]["name"], args) for call, args in parsed
                      if call["function"]["name"] in allowed]
             if len(parsed) > 1:
@@ -152,6 +197,12 @@ class Agent:
                         result = self.registry.dispatch(name, args, ctx)
                     activity(f"tool {name} done")
                     self._append_tool(messages, new, call["id"], result)
+                    try:
+                        step(new[-1])
+                    except StepRefused:
+                        for rest, _ in parsed[n + 1:]:
+                            self._append_tool(messages, new, rest["id"], _INTERRUPTED_RESULT)
+                        return interrupted()
             finally:
                 if len(parsed) > 1:
                     self.registry.finish_batch([name for name, _ in batch], ctx)

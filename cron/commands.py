@@ -1,42 +1,48 @@
-"""Chat commands for scheduled jobs: ``/cron`` (list, pause, resume, remove, run) and ``/sethome``."""
+"""Chat commands for scheduled jobs: ``/cron`` (list, pause, resume, remove, run) and ``/sethome``.
+
+A chat sees and acts on its own jobs; admins (and the web chat's owner) on every job.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from cron.jobs import JobError, job_line
 from cron.store import CronStore
 from gateway.commands import CommandContext, CommandRegistry
+from gateway.store import Store
+
+if TYPE_CHECKING:
+    from cron.scheduler import CronScheduler
 
 USAGE = "Usage: /cron [list] | /cron pause ID | /cron resume ID | /cron remove ID | /cron run ID"
 
 
-def register_cron_commands(registry: CommandRegistry) -> None:
-    if registry.lookup("cron") is not None:
-        return
-
+def register_cron_commands(registry: CommandRegistry, store: Store,
+                           scheduler: Callable[[], CronScheduler | None]) -> None:
     @registry.command("cron", "scheduled jobs: list, pause, resume, remove or run one",
                       args_hint="[list | pause ID | resume ID | remove ID | run ID]")
     async def cron(ctx: CommandContext) -> str:
-        from cron.jobs import JobError, job_line
-
-        runner = ctx.runner
-        if runner.cron is None:
+        running = scheduler()
+        if running is None:
             return "Scheduled jobs are switched off here (cron.enabled: false)."
         verb, _, rest = ctx.args.strip().partition(" ")
         verb = verb.lower() or "list"
         job_id = rest.strip()
-        api = runner.cron.tool_api
+        api = running.tool_api
+        source = ctx.message.source
         if verb == "list":
-            jobs = await runner.cron.store.jobs()
+            jobs = [j for j in await running.store.jobs() if api.mine(j, source)]
             if not jobs:
-                return "No scheduled jobs. Ask me to schedule one, or use `herald cron add`."
+                return "No scheduled jobs here. Ask me to schedule one, or use `herald cron add`."
             return "Scheduled jobs:\n" + "\n".join(job_line(j) for j in jobs)
         if verb not in ("pause", "resume", "remove", "run"):
             return USAGE
         if not job_id:
             return f"Which job? /cron {verb} ID (ids are in /cron list)."
-        if verb == "remove" and not runner.access.admin(ctx.message.source, getattr(ctx.adapter, "trusted", False)):
-            return "/cron remove is for admins only."
         try:
-            result = await api.do(verb, {"id": job_id}, ctx.message.source)
+            result = await api.do(verb, {"id": job_id}, source)
         except JobError as exc:
             return f"Could not {verb} it: {exc}"
         if verb == "resume":
@@ -48,7 +54,6 @@ def register_cron_commands(registry: CommandRegistry) -> None:
                       admin_only=True)
     async def sethome(ctx: CommandContext) -> str:
         src = ctx.message.source
-        await CronStore.for_store(ctx.runner.store).set_home(src.platform, src.chat_id, src.thread_id,
-                                                               src.user_id)
+        await CronStore.for_store(store).set_home(src.platform, src.chat_id, src.thread_id, src.user_id)
         return (f"🏠 This chat is now the home chat for {src.platform}: jobs delivering to "
                 f"\"{src.platform}\" send their results here.")

@@ -1,4 +1,4 @@
-"""Delivering a run's result to its targets, through the runner's delivery (the path chat replies take).
+"""Delivering a run's result to its targets, through the gateway's delivery (the path chat replies take).
 
 Targets are resolved to adapters by name; nothing here knows one platform from another. Delivery is
 retried apart from the run (``cron.delivery_attempts``, backoff from ``cron.delivery_retry_seconds``),
@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from cron.jobs import Target, parse_targets
+from cron.jobs import Target, parse_targets, split_chat
 from cron.store import CronStore
 from gateway.platforms.base import OutboundMessage, Source
 
 if TYPE_CHECKING:
-    from gateway.runner import GatewayRunner
+    from cron.host import CronHost
 
 log = structlog.get_logger("herald.cron")
 
@@ -40,7 +40,7 @@ def header(job: dict[str, Any], status: str) -> str:
     }.get(status, f"⏰ Cron job {name}")
 
 
-async def resolve(runner: GatewayRunner, store: CronStore, job: dict[str, Any],
+async def resolve(host: CronHost, store: CronStore, job: dict[str, Any],
                   target: Target) -> tuple[Any, str, str | None]:
     """(adapter, chat_id, thread_id) for a target."""
     if target.kind == "origin":
@@ -55,14 +55,13 @@ async def resolve(runner: GatewayRunner, store: CronStore, job: dict[str, Any],
         if home is not None:
             chat_id, thread_id = home["chat_id"], home["thread_id"]
         else:
-            configured = getattr(getattr(runner.cfg.platforms, platform, None), "home_chat", None)
+            configured = getattr(getattr(host.cfg.platforms, platform, None), "home_chat", None)
             if not configured:
                 raise TargetError(f"no home chat (set platforms.{platform}.home_chat, or /sethome in the chat)")
-            chat_id, _, thread = str(configured).partition(":")
-            thread_id = thread or None
+            chat_id, thread_id = split_chat(str(configured))
     else:
         platform, chat_id, thread_id = target.platform or "", target.chat_id or "", target.thread_id
-    adapter = runner.adapters.get(platform)
+    adapter = host.adapters.get(platform)
     if adapter is None:
         raise TargetError(f"platform {platform!r} is not enabled")
     return adapter, chat_id, thread_id
@@ -93,7 +92,7 @@ def owner_is_dead(owner: str | None) -> bool:
     return False
 
 
-async def deliver_run(runner: GatewayRunner, store: CronStore, job: dict[str, Any], run_id: int, text: str,
+async def deliver_run(host: CronHost, store: CronStore, job: dict[str, Any], run_id: int, text: str,
                       status: str, *, resume: dict[str, Any] | None = None,
                       now: Callable[[], float] = time.time) -> str:
     """Send ``text`` (under a header naming the job) to the job's targets; returns the final delivery status.
@@ -101,7 +100,7 @@ async def deliver_run(runner: GatewayRunner, store: CronStore, job: dict[str, An
     ``resume``: a run row whose delivery another process started (its stored message, the targets still
     owed it and the attempts made) — carried on from there.
     """
-    cfg = runner.cfg.cron
+    cfg = host.cfg.cron
     if resume is not None:
         body = resume["delivery_text"] or ""
         targets = parse_targets(resume["delivery_targets"] or "local")
@@ -123,8 +122,8 @@ async def deliver_run(runner: GatewayRunner, store: CronStore, job: dict[str, An
         errors: dict[Target, str] = {}
         for target in pending:
             try:
-                adapter, chat_id, thread_id = await resolve(runner, store, job, target)
-                report = await runner.delivery.deliver(adapter, chat_id, OutboundMessage(body, thread_id=thread_id))
+                adapter, chat_id, thread_id = await resolve(host, store, job, target)
+                report = await host.delivery.deliver(adapter, chat_id, OutboundMessage(body, thread_id=thread_id))
                 if report.failed:
                     errors[target] = report.error or "delivery failed"
             except TargetError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote, unquote
 
 from cron.schedule import ScheduleError, first_run, format_time, parse_schedule, zone
 from cron.store import new_job_id
@@ -27,8 +28,20 @@ class Target:
 
     def __str__(self) -> str:
         if self.kind == "chat":
-            return f"{self.platform}:{self.chat_id}" + (f":{self.thread_id}" if self.thread_id else "")
+            text = f"{self.platform}:{_enc(self.chat_id or '')}"
+            return text + (f":{_enc(self.thread_id)}" if self.thread_id else "")
         return self.platform if self.kind == "home" else self.kind  # type: ignore[return-value]
+
+
+def _enc(value: str) -> str:
+    # Ids may contain any character; ':' and ',' separate targets' parts, '%' escapes.
+    return quote(value, safe="-_.~@+!$&'()*;=/ ")
+
+
+def split_chat(text: str) -> tuple[str, str | None]:
+    """``chat_id[:thread_id]`` with percent-encoded parts -> (chat_id, thread_id)."""
+    chat_id, _, thread_id = text.partition(":")
+    return unquote(chat_id), (unquote(thread_id) or None)
 
 
 def parse_targets(text: str, known_platforms: set[str] | None = None, has_origin: bool = True) -> list[Target]:
@@ -50,10 +63,10 @@ def parse_targets(text: str, known_platforms: set[str] | None = None, has_origin
         if not rest:
             targets.append(Target("home", platform))
             continue
-        chat_id, _, thread_id = rest.partition(":")
+        chat_id, thread_id = split_chat(rest)
         if not chat_id:
             raise JobError(f"deliver: {part!r} has no chat id")
-        targets.append(Target("chat", platform, chat_id, thread_id or None))
+        targets.append(Target("chat", platform, chat_id, thread_id))
     return targets
 
 

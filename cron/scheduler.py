@@ -27,9 +27,10 @@ from cron import schedule as sch
 from cron.delivery import LEASE_SECONDS, deliver_run, header, owner_id, owner_is_dead
 from cron.jobs import schedule_of
 from cron.store import Claim, CronStore, op_claim, op_claim_request, op_fail_stale_runs
+from cron.tool_api import CronToolAPI
 
 if TYPE_CHECKING:
-    from gateway.runner import GatewayRunner
+    from cron.host import CronHost
 
 log = structlog.get_logger("herald.cron")
 
@@ -44,11 +45,11 @@ CRON_PROMPT = (
 
 
 class CronScheduler:
-    def __init__(self, runner: GatewayRunner, now: Callable[[], float] = time.time) -> None:
-        self.runner = runner
-        self.cfg = runner.cfg.cron
+    def __init__(self, host: CronHost, now: Callable[[], float] = time.time) -> None:
+        self.host = host
+        self.cfg = host.cfg.cron
         self.now = now
-        self.store = CronStore.for_store(runner.store)
+        self.store = CronStore.for_store(host.store)
         self.running: dict[str, asyncio.Task[None]] = {}  # job id -> its run (a job never overlaps itself)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._sem = asyncio.Semaphore(self.cfg.max_parallel)
@@ -57,10 +58,8 @@ class CronScheduler:
         self._wakeups: dict[str, float] = {}
         self._delivering: set[str] = set()  # job ids with a delivery in progress in this process
         self._next_resume_check = 0.0
-        from cron.tool_api import CronToolAPI
-
-        self.tool_api = CronToolAPI(self)
-        runner.tool_extras["cron_api"] = self.tool_api
+        self.tool_api = CronToolAPI(self, host)
+        host.tool_extras["cron_api"] = self.tool_api
 
     # ---- lifecycle ---------------------------------------------------------------------------------
 
@@ -93,6 +92,9 @@ class CronScheduler:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
+    def wake(self) -> None:
+        self._spawn(self.tick())
+
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
@@ -103,7 +105,7 @@ class CronScheduler:
 
     async def tick(self) -> None:
         """Start whatever is due now (claimed in the database first) and arm the wake-up timers."""
-        if self.runner.stopping:
+        if self.host.life.stopping:
             return
         async with self._tick_lock:
             try:
@@ -249,7 +251,7 @@ class CronScheduler:
                 return stdout
             prompt = f"{prompt}\n\n[Output of the job's script]\n{stdout}"
         content = CRON_PROMPT.format(name=job["name"], id=job["id"], deliver=job["deliver"], prompt=prompt)
-        result = await self.runner.run_detached_turn(
+        result = await self.host.turns.run_detached_turn(
             f"cron:{job['id']}:{run_id}", content, limit, model=job["model"], extras={"cron_job_id": job["id"]})
         if getattr(result, "status", "ok") != "ok":
             raise RunFailed(f"the agent's turn ended with {result.status}"
@@ -258,7 +260,7 @@ class CronScheduler:
         return result.text or ""
 
     async def _script(self, command: str) -> str:
-        cwd = self.runner.cfg.tools.terminal.cwd or None
+        cwd = self.host.cfg.tools.terminal.cwd or None
         proc = await asyncio.create_subprocess_shell(
             command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=cwd,
             stdin=asyncio.subprocess.DEVNULL, start_new_session=True)
@@ -311,7 +313,7 @@ class CronScheduler:
                        resume: dict[str, Any] | None = None) -> None:
         self._delivering.add(job["id"])
         try:
-            await deliver_run(self.runner, self.store, job, run_id, text, status, resume=resume, now=self.now)
+            await deliver_run(self.host, self.store, job, run_id, text, status, resume=resume, now=self.now)
         except asyncio.CancelledError:
             raise
         except Exception as exc:

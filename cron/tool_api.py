@@ -7,27 +7,42 @@ Tools run in worker threads; ``CronToolAPI.call`` hands a coroutine to the loop 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cron import schedule as sch
 from cron.jobs import JOB_EDITABLE, JobError, build_job, parse_targets, public_job, schedule_of
 
 if TYPE_CHECKING:
-    from cron.scheduler import CronScheduler
+    from cron.host import CronHost
+    from cron.store import CronStore
     from gateway.platforms.base import Source
 
 CALL_TIMEOUT = 30.0
 
 
+class Scheduling(Protocol):
+    """What job management needs from the scheduler (which builds this API)."""
+
+    store: CronStore
+    now: Callable[[], float]
+
+    def wake(self) -> None:
+        """Re-read the jobs soon (a job was added or changed)."""
+
+    async def request_run(self, job_id: str) -> None: ...
+
+
 class CronToolAPI:
-    def __init__(self, scheduler: CronScheduler) -> None:
+    def __init__(self, scheduler: Scheduling, host: CronHost) -> None:
         self.scheduler = scheduler
+        self.host = host
         self.store = scheduler.store
 
     # ---- thread side -------------------------------------------------------------------------------
 
     def call(self, action: str, args: dict[str, Any], origin: Source | None) -> Any:
-        loop = self.scheduler.runner.loop
+        loop = self.host.life.loop
         if loop is None or loop.is_closed():
             raise RuntimeError("the gateway is shutting down")
         future = asyncio.run_coroutine_threadsafe(self.do(action, args, origin), loop)
@@ -38,7 +53,7 @@ class CronToolAPI:
     def known_platforms(self) -> set[str]:
         from gateway.platforms import PLATFORMS
 
-        return set(PLATFORMS) | set(self.scheduler.runner.adapters)
+        return set(PLATFORMS) | set(self.host.adapters)
 
     async def do(self, action: str, args: dict[str, Any], origin: Source | None) -> Any:
         handler = getattr(self, f"_{action}", None) if action in ACTIONS else None
@@ -46,30 +61,39 @@ class CronToolAPI:
             raise JobError(f"action: unknown action {action!r} (one of {', '.join(ACTIONS)})")
         return await handler(args, origin)
 
-    async def _job(self, args: dict[str, Any]) -> dict[str, Any]:
+    def mine(self, job: dict[str, Any], origin: Source | None) -> bool:
+        """Jobs belong to the chat they were created in; admins (and the web chat's owner) see them all."""
+        if origin is None:
+            return False
+        if self.host.is_admin(origin):
+            return True
+        made_in = job.get("origin") or {}
+        return (made_in.get("platform") == origin.platform and made_in.get("chat_id") == origin.chat_id
+                and made_in.get("scope") == origin.scope)
+
+    async def _job(self, args: dict[str, Any], origin: Source | None) -> dict[str, Any]:
         job_id = str(args.get("id") or args.get("job_id") or "").strip()
         if not job_id:
             raise JobError("id: which job? (the id from list)")
         job = await self.store.job(job_id)
-        if job is None:
-            raise JobError(f"id: no job {job_id!r}")
+        if job is None or not self.mine(job, origin):  # another chat's job is not shown to exist
+            raise JobError(f"id: no job {job_id!r} in this chat")
         return job
 
     async def _create(self, args: dict[str, Any], origin: Source | None) -> dict[str, Any]:
-        runner = self.scheduler.runner
-        row = build_job(args, default_tz=runner.cfg.cron.timezone, origin=origin.to_dict() if origin else None,
+        row = build_job(args, default_tz=self.host.cfg.cron.timezone, origin=origin.to_dict() if origin else None,
                         known_platforms=self.known_platforms(),
                         created_by=f"{origin.platform}:{origin.user_id}" if origin else None,
                         now=self.scheduler.now())
         await self.store.add_job(row)
-        self.scheduler._spawn(self.scheduler.tick())
+        self.scheduler.wake()
         return {"created": public_job(row)}
 
     async def _list(self, args: dict[str, Any], origin: Source | None) -> dict[str, Any]:
-        return {"jobs": [public_job(j) for j in await self.store.jobs()]}
+        return {"jobs": [public_job(j) for j in await self.store.jobs() if self.mine(j, origin)]}
 
     async def _update(self, args: dict[str, Any], origin: Source | None) -> dict[str, Any]:
-        job = await self._job(args)
+        job = await self._job(args, origin)
         changes = {k: v for k, v in args.items() if k in JOB_EDITABLE}
         if not changes:
             raise JobError(f"nothing to change (fields: {', '.join(JOB_EDITABLE)})")
@@ -84,18 +108,18 @@ class CronToolAPI:
             values.update({k: fresh[k] for k in ("schedule", "kind", "tz", "run_at", "next_run_at")})
             values["created_at"] = now  # intervals count from the change
         await self.store.update_job(job["id"], **values)
-        self.scheduler._spawn(self.scheduler.tick())
+        self.scheduler.wake()
         return {"updated": public_job({**job, **values})}
 
     async def _pause(self, args: dict[str, Any], origin: Source | None) -> dict[str, Any]:
-        job = await self._job(args)
+        job = await self._job(args, origin)
         if not job["enabled"]:
             raise JobError(f"job {job['id']} is not active")
         await self.store.update_job(job["id"], enabled=False)
         return {"paused": job["id"]}
 
     async def _resume(self, args: dict[str, Any], origin: Source | None) -> dict[str, Any]:
-        job = await self._job(args)
+        job = await self._job(args, origin)
         if job["enabled"]:
             raise JobError(f"job {job['id']} is already active")
         now = self.scheduler.now()
@@ -105,16 +129,16 @@ class CronToolAPI:
         if nxt is None:
             raise JobError(f"job {job['id']} has no run left (its time has passed); create a new one")
         await self.store.update_job(job["id"], enabled=True, next_run_at=nxt)
-        self.scheduler._spawn(self.scheduler.tick())
+        self.scheduler.wake()
         return {"resumed": job["id"], "next_run": nxt, "next_run_text": sch.format_time(nxt, job["tz"])}
 
     async def _remove(self, args: dict[str, Any], origin: Source | None) -> dict[str, Any]:
-        job = await self._job(args)
+        job = await self._job(args, origin)
         await self.store.remove_job(job["id"])
         return {"removed": job["id"]}
 
     async def _run(self, args: dict[str, Any], origin: Source | None) -> dict[str, Any]:
-        job = await self._job(args)
+        job = await self._job(args, origin)
         parse_targets(job["deliver"])
         await self.scheduler.request_run(job["id"])
         return {"run_requested": job["id"]}

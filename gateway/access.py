@@ -1,7 +1,8 @@
 """Who may talk to the agent. Default deny; the web chat's token holder is the owner.
 
 Allowed: the config's allowlists (``access.allowed_users`` as ``platform:id`` plus each platform's
-``allowed_users``), admins, and users approved through pairing (gateway/pairing.py). The check runs for
+``allowed_users``), admins, and users approved through pairing (gateway/pairing.py) — and, in group chats
+and channels, only where the platform's ``allowed_channels`` (when set) lists the chat. The check runs for
 every inbound message, so it is a lookup in in-memory sets: config sets are built once, paired users are
 loaded from the database at start and refreshed every few seconds by the pairing service (a
 ``herald pairing approve`` run in another process takes effect without a restart).
@@ -11,6 +12,16 @@ from __future__ import annotations
 
 from gateway.config import Config
 from gateway.platforms.base import Source
+
+
+def _channel_lists(cfg: Config) -> dict[str, frozenset[str]]:
+    """Per platform, the chats (group chats, channels) it may be used in; absent = any."""
+    out: dict[str, frozenset[str]] = {}
+    for name in type(cfg.platforms).model_fields:
+        channels = getattr(getattr(cfg.platforms, name), "allowed_channels", None)
+        if channels:
+            out[name] = frozenset(channels)
+    return out
 
 
 def _config_sets(cfg: Config) -> tuple[frozenset[str], frozenset[str]]:
@@ -24,33 +35,6 @@ def _config_sets(cfg: Config) -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(allowed | admins), frozenset(admins)
 
 
-_last: tuple[Config, tuple[frozenset[str], frozenset[str]]] | None = None
-
-
-def _sets(cfg: Config) -> tuple[frozenset[str], frozenset[str]]:
-    global _last
-    if _last is None or _last[0] is not cfg:
-        _last = (cfg, _config_sets(cfg))
-    return _last[1]
-
-
-def is_allowed(cfg: Config, source: Source, trusted_platform: bool = False) -> bool:
-    """The config's answer alone (no paired users): the runner's ``AccessControl.allowed`` is the full one."""
-    if trusted_platform:
-        return True
-    if source.chat_type != "dm" and cfg.access.group_policy == "open":
-        return True
-    return f"{source.platform}:{source.user_id}" in _sets(cfg)[0]
-
-
-def is_admin(cfg: Config, source: Source, trusted_platform: bool = False) -> bool:
-    """May this sender run commands that change things for others? The web token holder is the owner."""
-    if trusted_platform:
-        # The adapter authenticated the sender itself (the web API's bearer token).
-        return True
-    return f"{source.platform}:{source.user_id}" in _sets(cfg)[1]
-
-
 class AccessControl:
     """The runner's access check: config allowlists + paired users, all in memory."""
 
@@ -58,6 +42,7 @@ class AccessControl:
         self.cfg = cfg
         self._allowed, self._admins = _config_sets(cfg)
         self._open_groups = cfg.access.group_policy == "open"
+        self._channels = _channel_lists(cfg)
         self._paired: frozenset[str] = frozenset()
 
     def set_paired(self, keys: frozenset[str]) -> None:
@@ -71,9 +56,15 @@ class AccessControl:
         key = f"{source.platform}:{source.user_id}"
         return key in self._allowed or key in self._paired
 
+    def channel_allowed(self, source: Source) -> bool:
+        channels = self._channels.get(source.platform)
+        return channels is None or source.chat_type == "dm" or source.chat_id in channels
+
     def allowed(self, source: Source, trusted_platform: bool = False) -> bool:
         if trusted_platform:
             return True
+        if not self.channel_allowed(source):
+            return False
         if self._open_groups and source.chat_type != "dm":
             return True
         return self.known(source)

@@ -1,43 +1,27 @@
 """One command registry. /help and each platform's command menu are generated from it.
 
-Commands never reach the agent (guard level 2): the runner intercepts them, even while a turn runs.
+Commands never reach the agent (guard level 2): the gateway intercepts them, even while a turn runs.
+Adapters fill ``InboundMessage.command`` from their platform's way of sending commands; the registry
+decides whether it is one.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from gateway.platforms.base import InboundMessage, PlatformAdapter
-    from gateway.runner import GatewayRunner
-
-_COMMAND = re.compile(r"^/([A-Za-z][A-Za-z0-9_]{0,31})(?:@(\S+))?(?:\s+(.*))?$", re.S)
-
-
-@dataclass(frozen=True)
-class ParsedCommand:
-    name: str
-    args: str
-    bot: str | None = None
-
-
-def parse_command(text: str) -> ParsedCommand | None:
-    m = _COMMAND.match(text.strip())
-    if not m:
-        return None
-    return ParsedCommand(name=m.group(1).lower(), args=(m.group(3) or "").strip(), bot=m.group(2))
+from gateway.platforms.base import CommandCall, InboundMessage, PlatformAdapter
 
 
 @dataclass
 class CommandContext:
-    runner: GatewayRunner
+    """What a handler gets; anything else it needs, its feature gave it when registering (closures)."""
+
     adapter: PlatformAdapter
     message: InboundMessage
     session_key: str
     args: str
+    admin: bool  # the sender may run commands that change things for others
 
 
 Handler = Callable[[CommandContext], Awaitable[str | None]]
@@ -80,6 +64,18 @@ class CommandRegistry:
 
     def lookup(self, name: str) -> Command | None:
         return self._by_name.get(name.lower())
+
+    def resolve(self, call: CommandCall | None) -> CommandCall | None:
+        """The command a message carries, or None when it is prose for the model.
+
+        A typed ``/word`` whose word is no command is prose ("/var/log is full, why?"); a native command
+        (the platform's own mechanism) stays a command even when unknown, so the sender hears so.
+        """
+        if call is None:
+            return None
+        if call.native or self.lookup(call.name) is not None:
+            return call
+        return None
 
     def for_platform(self, platform: str) -> list[Command]:
         return [c for c in self._commands.values() if c.available_on(platform)]

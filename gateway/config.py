@@ -13,15 +13,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, create_model, field_validator
+
+from gateway.configbase import StrictModel
 
 
 class ConfigError(Exception):
     """A config problem; ``str()`` is one line naming the key path."""
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+_Model = StrictModel
 
 
 class FallbackModel(_Model):
@@ -180,54 +181,18 @@ class CronConfig(_Model):
         return v
 
 
-def _chat_id_text(v: Any) -> Any:
-    return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+def _platforms_model() -> type[StrictModel]:
+    """``platforms.*`` from the registry: each platform declares its own section."""
+    from gateway.platforms import PLATFORMS, config_class
+
+    fields: dict[str, Any] = {}
+    for name in PLATFORMS:
+        cls = config_class(name)
+        fields[name] = (cls, Field(default_factory=cls))
+    return create_model("PlatformsConfig", __base__=StrictModel, **fields)
 
 
-class WebPlatformConfig(_Model):
-    enabled: bool = True
-    # Where cron jobs delivering to "web" send their results (a web chat id); /sethome overrides it.
-    home_chat: str | None = None
-
-    _home_chat_text = field_validator("home_chat", mode="before")(_chat_id_text)
-
-
-class TelegramConfig(_Model):
-    enabled: bool = False
-    token_env: str = "TELEGRAM_BOT_TOKEN"
-    base_url: str | None = None
-    mode: Literal["polling", "webhook"] = "polling"
-    public_url: str | None = None
-    webhook_path: str = "/telegram/webhook"
-    webhook_secret_env: str = "TELEGRAM_WEBHOOK_SECRET"
-    require_mention: bool = True
-    allowed_users: list[int] = Field(default_factory=list)
-    # Users who may run commands that change things for others (/cron remove, /sethome, /pair).
-    admins: list[int] = Field(default_factory=list)
-    max_media_mb: float = Field(default=20.0, gt=0, le=2000)
-    # Chat id (or chat_id:thread_id) that cron jobs delivering to "telegram" use; /sethome overrides it.
-    home_chat: str | None = None
-
-    _home_chat_text = field_validator("home_chat", mode="before")(_chat_id_text)
-
-    @field_validator("webhook_path")
-    @classmethod
-    def _absolute_path(cls, v: str) -> str:
-        if not v.startswith("/") or "{" in v:
-            raise ValueError("must be an absolute URL path such as /telegram/webhook")
-        return v
-
-    @field_validator("base_url", "public_url")
-    @classmethod
-    def _http_url(cls, v: str | None) -> str | None:
-        if v is not None and not v.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return v
-
-
-class PlatformsConfig(_Model):
-    web: WebPlatformConfig = Field(default_factory=WebPlatformConfig)
-    telegram: TelegramConfig = Field(default_factory=TelegramConfig)
+PlatformsConfig = _platforms_model()
 
 
 class Config(_Model):
@@ -242,7 +207,7 @@ class Config(_Model):
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
     access: AccessConfig = Field(default_factory=AccessConfig)
     cron: CronConfig = Field(default_factory=CronConfig)
-    platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)
+    platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)  # type: ignore[valid-type]
 
 
 @dataclass(frozen=True)

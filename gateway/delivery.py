@@ -1,127 +1,42 @@
-"""Outbound: markdown -> the platform's dialect, chunked to its limits, sent in order per chat.
+"""Outbound: the adapter renders markdown into its dialect, delivery chunks it and sends in order per chat.
 
 Rate limits make only the affected chat wait (an ``asyncio.sleep`` in that chat's lane), transient errors
-are retried with backoff, permanent ones are recorded and reported. Every chunk is recorded in the outbox,
-and chunks already sent for an inbox message are skipped, so a restart mid-delivery never repeats one.
+are retried with backoff, permanent ones are recorded and reported. A reply's chunks go through the outbox:
+each is written ``sending`` before the send and ``sent`` (with every id the platform gave it) after, so a
+restart mid-delivery skips what was sent and knows which chunk may or may not be out. Such a chunk is sent
+again with the same idempotency key — a platform that de-duplicates with it shows it once; elsewhere the
+user is told first that it may repeat.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-import re
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import structlog
 
 from gateway.platforms.base import (
-    Capabilities,
     FormattingError,
     OutboundMessage,
     PermanentError,
     PlatformAdapter,
     RateLimited,
+    Source,
     TransientError,
 )
+from gateway.rendering import chunk_text, to_plain
 
 if TYPE_CHECKING:
-    from gateway.db import Store
+    from gateway.store import Store
 
 log = structlog.get_logger("herald.delivery")
 
-_FENCE = re.compile(r"^(\s*)(```|~~~)")
-
-
-def text_length(text: str, unit: str) -> int:
-    if unit == "utf16":
-        return len(text.encode("utf-16-le")) // 2
-    return len(text)
-
-
-def _cut(text: str, limit: int, unit: str) -> int:
-    """The largest prefix length (in characters) whose measured length fits ``limit``."""
-    if unit != "utf16":
-        return min(limit, len(text))
-    units = 0
-    for i, ch in enumerate(text):
-        units += 2 if ord(ch) > 0xFFFF else 1
-        if units > limit:
-            return i
-    return len(text)
-
-
-def chunk_markdown(text: str, limit: int, unit: str = "chars") -> list[str]:
-    """Split ``text`` into pieces that fit ``limit`` without breaking code blocks.
-
-    Splits prefer paragraph, then line, then word boundaries. A code block cut in two is closed at the end
-    of one piece and reopened (same fence and language) at the start of the next, so each piece renders.
-    """
-    if text_length(text, unit) <= limit:
-        return [text]
-    # Room for a reopened fence header and a closing fence in every piece.
-    reserve = 16
-    budget = max(limit - reserve, 32)
-    pieces: list[str] = []
-    open_fence: str | None = None  # e.g. "```python"
-    rest = text
-    while rest:
-        prefix = (open_fence + "\n") if open_fence else ""
-        room = budget - text_length(prefix, unit)
-        if text_length(rest, unit) <= room:
-            piece_body, rest = rest, ""
-        else:
-            cut = _cut(rest, room, unit)
-            window = rest[:cut]
-            split = window.rfind("\n\n")
-            if split < cut // 2:
-                split = window.rfind("\n")
-            if split < cut // 2:
-                split = window.rfind(" ")
-            if split <= 0:
-                split = cut
-            piece_body, rest = rest[:split], rest[split:]
-            if rest.startswith("\n"):
-                rest = rest.lstrip("\n")
-        # Track fences inside this piece to know whether it ends inside a code block.
-        fence = open_fence
-        for line in piece_body.split("\n"):
-            m = _FENCE.match(line)
-            if m:
-                fence = None if fence else line.strip()
-        piece = prefix + piece_body
-        if fence:
-            piece = piece.rstrip("\n") + "\n" + fence[:3]
-        pieces.append(piece)
-        open_fence = fence
-    return [p for p in pieces if p.strip()]
-
-
-_MD_STRIP = [
-    (re.compile(r"```[^\n]*\n"), ""),
-    (re.compile(r"```"), ""),
-    (re.compile(r"\*\*(.+?)\*\*", re.S), r"\1"),
-    (re.compile(r"__(.+?)__", re.S), r"\1"),
-    (re.compile(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])"), r"\1"),
-    (re.compile(r"`([^`\n]+)`"), r"\1"),
-    (re.compile(r"^#{1,6}\s+", re.M), ""),
-    (re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)"), r"\1 (\2)"),
-]
-
-
-def to_plain(text: str) -> str:
-    for pattern, repl in _MD_STRIP:
-        text = pattern.sub(repl, text)
-    return text
-
-
-def render(text: str, caps: Capabilities) -> str:
-    """Markdown -> the platform dialect. Dialects whose adapters land later register a renderer here."""
-    renderer = RENDERERS.get(caps.dialect)
-    return renderer(text) if renderer else text
-
-
-RENDERERS: dict[str, callable] = {"plain": to_plain}  # type: ignore[valid-type]
+MAYBE_REPEATED = ("↻ Herald restarted while sending my answer; the next part may repeat one you already "
+                  "have.")
 
 
 @dataclass
@@ -151,56 +66,83 @@ class Delivery:
 
     async def deliver(self, adapter: PlatformAdapter, chat_id: str, out: OutboundMessage,
                       inbox_id: int | None = None, resume: bool = False, finish_inbox: bool = False) -> DeliveryReport:
-        """Send ``out``; ``resume`` skips chunks the outbox already has as sent for ``inbox_id``.
+        """Send ``out``. With ``inbox_id`` it is the answer to that message: chunks go through the outbox
+        and ``resume`` carries on from what it records.
 
         With ``finish_inbox`` the inbox row becomes done (or failed) in the same commit as the last chunk.
         """
         caps = adapter.capabilities
-        rendered = render(out.text, caps)
-        chunks = chunk_markdown(rendered, caps.max_message_length, caps.length_unit) or [" "]
-        already = await self.store.outbox_sent_chunks(inbox_id) if inbox_id is not None and resume else set()
-        finish = finish_inbox and inbox_id is not None
+        chunks = chunk_text(adapter.render(out.text), caps.max_message_length, adapter.measure) or [" "]
+        durable = inbox_id is not None
+        state = await self.store.outbox_chunks(inbox_id) if durable and resume else {}
+        finish = finish_inbox and durable
         report = DeliveryReport()
         async with self._lock(adapter.name, chat_id):
             last = len(chunks) - 1
             for index, chunk in enumerate(chunks):
-                if index in already:
+                row = state.get(index)
+                if row is not None and row["status"] == "sent":
+                    if finish and index == last:
+                        await self.store.inbox_set(inbox_id, "done", expected="replied")  # type: ignore[arg-type]
                     continue
                 piece = OutboundMessage(
                     text=chunk, buttons=out.buttons if index == last else [],
                     reply_to=out.reply_to if index == 0 else None, thread_id=out.thread_id,
+                    reply_handle=out.reply_handle, ephemeral=out.ephemeral,
                 )
+                key = f"herald-{inbox_id}-{index}" if durable else uuid.uuid4().hex
+                row_id = None
+                if durable:
+                    if row is not None and row["status"] == "sending" and not caps.idempotent_send:
+                        await self._notice(adapter, chat_id, out)
+                    row_id = await self.store.outbox_begin(inbox_id, adapter.name, chat_id, index,
+                                                           row["id"] if row is not None else None)
                 try:
-                    mid = await self._send_one(adapter, chat_id, chunk, piece, out.text if len(chunks) == 1 else None)
+                    ids = await self._send_one(adapter, chat_id, chunk, piece, key)
                 except PermanentError as exc:
                     report.failed, report.error = True, str(exc)
-                    await self.store.outbox_record(inbox_id, adapter.name, chat_id, index, None, "failed", str(exc),
-                                                   finish_inbox="failed" if finish else None)
+                    await self._record(row_id, inbox_id, adapter.name, chat_id, index, [], "failed", str(exc),
+                                       "failed" if finish else None)
                     log.warning("delivery_failed", platform=adapter.name, chat_id=chat_id, chunk=index, error=str(exc))
                     return report
-                report.message_ids.append(mid)
-                await self.store.outbox_record(inbox_id, adapter.name, chat_id, index, mid, "sent",
-                                               finish_inbox="done" if finish and index == last else None)
-            if finish and last in already:
-                await self.store.inbox_set(inbox_id, "done")  # type: ignore[arg-type]
+                report.message_ids.extend(ids)
+                await self._record(row_id, inbox_id, adapter.name, chat_id, index, ids, "sent", None,
+                                   "done" if finish and index == last else None)
         return report
 
+    async def _record(self, row_id: int | None, inbox_id: int | None, platform: str, chat_id: str, index: int,
+                      ids: list[str], status: str, error: str | None, finish_inbox: str | None) -> None:
+        if row_id is not None:
+            await self.store.outbox_finish(row_id, status, ids, error, inbox_id, finish_inbox)
+        else:
+            await self.store.outbox_record(inbox_id, platform, chat_id, index, " ".join(ids) or None, status, error)
+
+    async def _notice(self, adapter: PlatformAdapter, chat_id: str, out: OutboundMessage) -> None:
+        try:
+            text = adapter.render(MAYBE_REPEATED)
+            await self._send_one(adapter, chat_id, text, OutboundMessage(text, thread_id=out.thread_id),
+                                 uuid.uuid4().hex)
+        except Exception as exc:
+            log.warning("delivery_notice_failed", platform=adapter.name, chat_id=chat_id, error=str(exc))
+
     async def _send_one(self, adapter: PlatformAdapter, chat_id: str, chunk: str, piece: OutboundMessage,
-                        original: str | None) -> str:
+                        key: str) -> list[str]:
         attempt = 0
         plain = False
         while True:
             attempt += 1
             try:
-                return await adapter.send(chat_id, chunk, piece)
+                ids = await adapter.send(chat_id, chunk, piece, idempotency_key=key)
+                return list(ids)
             except FormattingError:
                 if plain:
                     raise PermanentError("the platform rejected the message even as plain text") from None
                 # Same words, no formatting: never truncated, never dropped.
                 plain = True
-                chunk = to_plain(original) if original is not None else to_plain(chunk)
+                chunk = to_plain(chunk)
                 piece = OutboundMessage(text=chunk, buttons=piece.buttons, reply_to=piece.reply_to,
-                                        thread_id=piece.thread_id)
+                                        thread_id=piece.thread_id, reply_handle=piece.reply_handle,
+                                        ephemeral=piece.ephemeral)
                 attempt -= 1
             except RateLimited as exc:
                 if attempt >= self.max_attempts * 2:
@@ -214,3 +156,21 @@ class Delivery:
                 log.info("send_retry", platform=adapter.name, chat_id=chat_id, attempt=attempt, delay=round(delay, 2),
                          error=str(exc))
                 await asyncio.sleep(delay)
+
+
+class Notices:
+    """Short gateway notices into a chat (not model replies), through delivery; failures are logged only."""
+
+    def __init__(self, delivery: Delivery, adapters: Mapping[str, PlatformAdapter]) -> None:
+        self.delivery = delivery
+        self.adapters = adapters
+
+    async def notify(self, source: Source, text: str) -> None:
+        adapter = self.adapters.get(source.platform)
+        if adapter is None:
+            log.warning("notice_dropped", platform=source.platform, reason="platform not enabled")
+            return
+        try:
+            await self.delivery.deliver(adapter, source.chat_id, OutboundMessage(text, thread_id=source.thread_id))
+        except Exception as exc:
+            log.warning("notice_failed", platform=adapter.name, chat_id=source.chat_id, error=str(exc))

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import structlog
 from aiohttp import web
 
-if TYPE_CHECKING:
-    from gateway.runner import GatewayRunner
+from gateway.config import Config
+from gateway.platforms.base import PlatformAdapter
 
 log = structlog.get_logger("herald.http")
 
@@ -33,8 +34,21 @@ async def errors_middleware(request: web.Request, handler: Any) -> web.StreamRes
         return _json_error(500, "internal error")
 
 
+class HttpHost(Protocol):
+    """What the http app shows: the adapters and the daemon's figures."""
+
+    cfg: Config
+    adapters: Mapping[str, PlatformAdapter]
+    counters: Mapping[str, int]
+    lanes: Any  # .running(), .waiting()
+
+    def readiness(self) -> tuple[bool, dict[str, Any]]: ...
+
+    def loop_lag_quantiles(self) -> tuple[float, float, float]: ...
+
+
 class HttpServer:
-    def __init__(self, runner: GatewayRunner) -> None:
+    def __init__(self, runner: HttpHost) -> None:
         self.runner = runner
         self.port = runner.cfg.http.port
         self._runner: web.AppRunner | None = None
@@ -92,8 +106,8 @@ class HttpServer:
         for name, value in self.runner.counters.items():
             lines.append(f"# TYPE herald_{name}_total counter")
             lines.append(f"herald_{name}_total {value}")
-        running = sum(1 for lane in self.runner.lanes.values() if lane.turn is not None)
-        queued = sum(len(lane.queue) for lane in self.runner.lanes.values())
+        running = self.runner.lanes.running()
+        queued = self.runner.lanes.waiting()
         lines += ["# TYPE herald_turns_running gauge", f"herald_turns_running {running}",
                   "# TYPE herald_messages_queued gauge", f"herald_messages_queued {queued}"]
         p50, p99, worst = self.runner.loop_lag_quantiles()

@@ -21,19 +21,19 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 from sqlalchemy import and_, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
-from gateway.commands import CommandContext
-from gateway.db import Store
+from gateway.access import AccessControl
+from gateway.commands import CommandContext, CommandRegistry
+from gateway.delivery import Delivery
 from gateway.platforms.base import OutboundMessage, PlatformAdapter, Source
+from gateway.ports import Adapters, Lifecycle, Notifier
+from gateway.store import Store
 from gateway.tables import paired_users, pairing_codes, pairing_failures, pairing_lockouts
-
-if TYPE_CHECKING:
-    from gateway.runner import GatewayRunner
 
 log = structlog.get_logger("herald.pairing")
 
@@ -211,19 +211,26 @@ class PairingService:
     refresh_seconds = 2.0
     quiet_max = 10_000
 
-    def __init__(self, runner: GatewayRunner, clock: Callable[[], float] = time.time) -> None:
-        self.runner = runner
+    def __init__(self, store: Store, access: AccessControl, adapters: Adapters, delivery: Delivery,
+                 notifier: Notifier, life: Lifecycle, unknown_dm: str, commands: CommandRegistry,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.access = access
+        self.adapters = adapters
+        self.delivery = delivery
+        self.notifier = notifier
+        self.life = life
+        self.unknown_dm = unknown_dm
         self.clock = clock
-        self.pairing = Pairing(runner.store, clock)
+        self.pairing = Pairing(store, clock)
         # platform:user -> until when a stranger gets no further answer (no database work either).
         self._quiet: OrderedDict[str, float] = OrderedDict()
         self._refreshing = asyncio.Lock()
-        runner.commands.command("pair", "approve a pairing code", args_hint="[platform] <code>",
+        commands.command("pair", "approve a pairing code", args_hint="[platform] <code>",
                                 admin_only=True)(self._pair_command)
 
     async def start(self) -> None:
         await self.refresh(notify=False)  # before adapters connect: paired users are let in from the start
-        self.runner._spawn(self._refresh_loop(), name="pairing-refresh")
+        self.life.spawn(self._refresh_loop(), name="pairing-refresh")
 
     async def _refresh_loop(self) -> None:
         while True:
@@ -237,17 +244,17 @@ class PairingService:
         """Re-read paired users into the access sets; tell newly approved users (once) they may talk."""
         async with self._refreshing:
             rows = await self.pairing.paired()
-            self.runner.access.set_paired(frozenset(f"{r['platform']}:{r['user_id']}" for r in rows))
+            self.access.set_paired(frozenset(f"{r['platform']}:{r['user_id']}" for r in rows))
             if not notify:
                 return
             for row in rows:
                 if row["notified_at"] is not None:
                     continue
-                adapter = self.runner.adapters.get(row["platform"])
+                adapter = self.adapters.get(row["platform"])
                 if adapter is None or adapter.state != "connected" or not row["chat_id"]:
                     continue
                 try:
-                    await self.runner.delivery.deliver(adapter, row["chat_id"], OutboundMessage(APPROVED_TEXT))
+                    await self.delivery.deliver(adapter, row["chat_id"], OutboundMessage(APPROVED_TEXT))
                 except Exception as exc:
                     log.warning("pairing_notice_failed", platform=row["platform"], error=str(exc))
                 await self.pairing.mark_notified(row["platform"], row["user_id"])
@@ -255,7 +262,7 @@ class PairingService:
 
     def denied(self, adapter: PlatformAdapter, source: Source) -> None:
         """An unknown sender's message was denied: answer a DM with a code (or one short line), groups never."""
-        if source.chat_type != "dm" or self.runner.cfg.access.unknown_dm != "pair":
+        if source.chat_type != "dm" or self.unknown_dm != "pair":
             return
         key = f"{source.platform}:{source.user_id}"
         now = self.clock()
@@ -266,9 +273,9 @@ class PairingService:
         self._quiet.move_to_end(key)
         while len(self._quiet) > self.quiet_max:
             self._quiet.popitem(last=False)
-        self.runner._spawn(self._answer_stranger(adapter, source, key), name="pairing-stranger")
+        self.life.spawn(self._answer_stranger(source, key), name="pairing-stranger")
 
-    async def _answer_stranger(self, adapter: PlatformAdapter, source: Source, key: str) -> None:
+    async def _answer_stranger(self, source: Source, key: str) -> None:
         try:
             result = await self.pairing.request_code(source.platform, source.user_id, source.chat_id,
                                                      source.user_name)
@@ -289,7 +296,7 @@ class PairingService:
             self._quiet[key] = result.until
             text = f"🔒 Pairing is paused on this bot until {_when(result.until)}."
         log.info("pairing_requested", platform=source.platform, user_id=source.user_id, outcome=result.outcome)
-        await self.runner.notify(adapter, source, text)
+        await self.notifier.notify(source, text)
 
     async def approve(self, platform: str, code: str, approved_by: str) -> Approval:
         result = await self.pairing.approve(platform, code, approved_by)
@@ -297,7 +304,7 @@ class PairingService:
                  user_id=result.user_id)
         if result.outcome == "approved":
             assert result.user_id is not None
-            self.runner.access.add_paired(f"{platform}:{result.user_id}")
+            self.access.add_paired(f"{platform}:{result.user_id}")
             self._quiet.pop(f"{platform}:{result.user_id}", None)
             await self.refresh()
         return result

@@ -6,9 +6,9 @@ import asyncio
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from gateway.platforms.base import (
+    AdapterContext,
     Button,
     ButtonPress,
     Capabilities,
@@ -17,6 +17,7 @@ from gateway.platforms.base import (
     OutboundMessage,
     PlatformAdapter,
     Source,
+    parse_text_command,
 )
 
 
@@ -33,9 +34,10 @@ class QAAdapter(PlatformAdapter):
     capabilities = Capabilities(max_message_length=4000, buttons=True, edits=True, typing=True)
     trusted = True
 
-    def __init__(self, runner: Any) -> None:
-        super().__init__(runner)
+    def __init__(self, ctx: AdapterContext) -> None:
+        super().__init__(ctx)
         self.sent: list[Sent] = []
+        self.notices: list[tuple[ButtonPress, str | None]] = []
         self.edits: list[tuple[str, str, str | None]] = []
         self.typing_calls = 0
         self.fail_starts = 0
@@ -54,7 +56,8 @@ class QAAdapter(PlatformAdapter):
     async def stop(self) -> None:
         return None
 
-    async def send(self, chat_id: str, text: str, message: OutboundMessage) -> str:
+    async def send(self, chat_id: str, text: str, message: OutboundMessage, *,
+                   idempotency_key: str | None = None) -> list[str]:
         if self.send_hook is not None:
             exc = self.send_hook(chat_id, text)
             if exc is not None:
@@ -62,24 +65,45 @@ class QAAdapter(PlatformAdapter):
         mid = f"m{next(self._ids)}"
         self.sent.append(Sent(chat_id, text, message, mid))
         self._changed.set()
-        return mid
+        return [mid]
 
-    async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None = None) -> None:
+    async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None = None,
+                   *, thread_id: str | None = None) -> None:
         self.edits.append((chat_id, message_id, text))
+
+    async def answer_press(self, press: ButtonPress, notice: str | None) -> bool:
+        self.notices.append((press, notice))
+        self._changed.set()
+        return True
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         self.typing_calls += 1
 
     async def say(self, text: str, chat_id: str = "c1", user_id: str = "u1", message_id: str | None = None,
                   chat_type: ChatType = "dm", thread_id: str | None = None) -> bool:
+        parsed = parse_text_command(text)
         msg = InboundMessage(
             source=Source(self.name, chat_id, user_id, chat_type=chat_type, thread_id=thread_id),
             text=text, platform_message_id=message_id or f"in{next(self._ids)}",
+            command=parsed[0] if parsed else None,
         )
-        return await self.handle_message(msg)
+        return await self.accept(msg)
 
-    async def press(self, button_id: str, chat_id: str = "c1", user_id: str = "u1") -> str | None:
-        return await self.handle_button(ButtonPress(Source(self.name, chat_id, user_id), button_id))
+    async def click(self, button_id: str, chat_id: str = "c1", user_id: str = "u1", chat_type: ChatType = "dm",
+                    timeout: float = 10.0) -> str | None:
+        """Press a button the way a platform would, and wait for the notice the presser is shown."""
+        press = ButtonPress(Source(self.name, chat_id, user_id, chat_type=chat_type), button_id)
+        self.press(press)
+
+        async def answered() -> str | None:
+            while True:
+                for pressed, notice in self.notices:
+                    if pressed is press:
+                        return notice
+                self._changed.clear()
+                await self._changed.wait()
+
+        return await asyncio.wait_for(answered(), timeout)
 
     def texts(self, chat_id: str | None = None) -> list[str]:
         return [s.text for s in self.sent if chat_id is None or s.chat_id == chat_id]

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gateway.access import AccessControl, is_admin, is_allowed
+from gateway.access import AccessControl
 from gateway.config import ConfigError, parse_config
 from gateway.platforms.base import Source
 from tests.qa_channel import QAAdapter, UntrustedQAAdapter
@@ -111,9 +111,9 @@ async def test_a_strangers_button_press_is_refused_by_the_runner(make_runner):
         calls.append(press.source.user_id)
         return "done"
 
-    runner.button_handlers["t"] = handler
-    assert await qa.press("t:1", user_id=STRANGER) == "You are not allowed to use this bot."
-    assert await qa.press("t:1", user_id=FRIEND) == "done"
+    runner.inbound.buttons["t"] = handler
+    assert await qa.click("t:1", user_id=STRANGER) == "You are not allowed to use this bot."
+    assert await qa.click("t:1", user_id=FRIEND) == "done"
     assert calls == [FRIEND]
 
 
@@ -148,12 +148,29 @@ def test_config_sets_combine_global_and_per_platform_lists() -> None:
     for uid, allowed, admin in (("5", True, False), ("6", True, False), ("7", True, True), ("8", True, True),
                                 ("9", False, False)):
         src = Source("telegram", "c", uid)
-        assert control.allowed(src) is allowed and is_allowed(cfg, src) is allowed
-        assert control.admin(src) is admin and is_admin(cfg, src) is admin
+        assert control.allowed(src) is allowed
+        assert control.admin(src) is admin
     assert control.allowed(Source("web", "c", "x"))  # platform names are case-insensitive in entries
     assert not control.allowed(Source("discord", "c", "5"))  # an id is only allowed on its own platform
     control.set_paired(frozenset({"telegram:9"}))
     assert control.allowed(Source("telegram", "c", "9")) and not control.admin(Source("telegram", "c", "9"))
+
+
+@pytest.mark.parametrize("group_policy", ["allowlist", "open"])
+def test_allowed_channels_limit_groups_but_not_dms(group_policy) -> None:
+    cfg = parse_config({
+        "access": {"group_policy": group_policy},
+        "platforms": {"telegram": {"allowed_users": [5], "allowed_channels": [-100, "-300"]}},
+    })
+    control = AccessControl(cfg)
+    assert control.allowed(Source("telegram", "-100", "5", chat_type="group"))
+    assert control.allowed(Source("telegram", "-300", "5", chat_type="channel"))
+    assert not control.allowed(Source("telegram", "-200", "5", chat_type="group"))  # allowed user, other group
+    assert control.allowed(Source("telegram", "5", "5"))  # DMs are not channels
+    assert not control.allowed(Source("telegram", "6", "6"))  # ... but still need an allowed user
+    # In an open group, anyone may talk — in the allowed channels only.
+    assert control.allowed(Source("telegram", "-100", "9", chat_type="group")) is (group_policy == "open")
+    assert not control.allowed(Source("telegram", "-200", "9", chat_type="group"))
 
 
 def test_allowed_users_entries_must_name_the_platform() -> None:

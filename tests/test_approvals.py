@@ -13,10 +13,11 @@ from typing import Any
 from sqlalchemy import select
 from typer.testing import CliRunner
 
-from gateway.approvals import redact_command
+from gateway.approvals.text import redact_command
 from gateway.platforms.base import Source
 from gateway.tables import approval_allowlist, approvals
 from tests.fakes.llm import Reply, ToolCall, ToolCalls
+from tests.qa_channel import UntrustedQAAdapter
 from tools.dangerous import classify
 
 LABELS = ["Approve once", "Approve for this session", "Always approve", "Deny"]
@@ -102,7 +103,7 @@ async def test_approve_once_runs_the_command_and_says_who(make_runner, tmp_path)
     aid = prompt_id(prompt)
     assert (await row(runner, aid))["status"] == "pending"
 
-    assert await qa.press(f"ap:{aid}:o") == "Approved once."
+    assert await qa.click(f"ap:{aid}:o") == "Approved once."
     result = await wait_tool_result(qa)
     assert result["status"] == "ran" and result["exit_code"] == 0
     assert "Approved once by u1" in result["approval"]
@@ -111,7 +112,7 @@ async def test_approve_once_runs_the_command_and_says_who(make_runner, tmp_path)
     r = await row(runner, aid)
     assert (r["status"], r["scope"], r["decided_by"], r["decided_via"]) == ("approved", "once", "u1", "button")
     # A second press on the answered prompt changes nothing.
-    assert "already answered" in await qa.press(f"ap:{aid}:d")
+    assert "already answered" in await qa.click(f"ap:{aid}:d")
 
 
 async def test_deny_does_not_run_and_the_model_is_told(make_runner, tmp_path):
@@ -119,7 +120,7 @@ async def test_deny_does_not_run_and_the_model_is_told(make_runner, tmp_path):
     victim = victim_dir(tmp_path)
     await qa.say(ask(f"rm -rf {victim}"))
     (prompt,) = await wait_prompts(qa, 1)
-    assert await qa.press(f"ap:{prompt_id(prompt)}:d") == "Denied."
+    assert await qa.click(f"ap:{prompt_id(prompt)}:d") == "Denied."
     result = await wait_tool_result(qa)
     assert result["status"] == "denied" and "denied" in result["error"] and "Not run" in result["error"]
     assert victim.exists()
@@ -138,7 +139,7 @@ async def test_timeout_denies_and_edits_the_prompt(make_runner, tmp_path):
     await wait_until(lambda: any("expired — denied" in t.lower() for t in edits_for(qa, prompt.message_id)))
     r = await row(runner, prompt_id(prompt))
     assert (r["status"], r["decided_via"]) == ("expired", "timeout")
-    assert "already answered: expired" in await qa.press(f"ap:{prompt_id(prompt)}:o")
+    assert "already answered: expired" in await qa.click(f"ap:{prompt_id(prompt)}:o")
     assert victim.exists()
 
 
@@ -148,20 +149,22 @@ async def test_waiting_for_approval_keeps_the_watchdog_from_killing_the_turn(mak
     await qa.say(ask(f"rm -rf {victim}"))
     (prompt,) = await wait_prompts(qa, 1)
     await asyncio.sleep(1.2)  # four watchdog limits: a human takes their time
-    await qa.press(f"ap:{prompt_id(prompt)}:o")
+    await qa.click(f"ap:{prompt_id(prompt)}:o")
     assert (await wait_tool_result(qa))["status"] == "ran"
     assert runner.counters["turns_timed_out"] == 0
     assert not any("I stopped this turn" in t for t in qa.texts())
 
 
 async def test_non_approver_press_changes_nothing_but_a_configured_approver_may(make_runner, tmp_path):
-    runner, qa = await make_runner(base(tmp_path, approvers={"qa": ["boss"], "web": ["u1"]}))
+    cfg = base(tmp_path, approvers={"qa2": ["boss"], "web": ["u1"]})
+    cfg["access"] = {"allowed_users": ["qa2:u1", "qa2:mallory", "qa2:boss"]}
+    runner, qa = await make_runner(cfg, adapters=[UntrustedQAAdapter])
     victim = victim_dir(tmp_path)
     await qa.say(ask(f"rm -rf {victim}"))
     (prompt,) = await wait_prompts(qa, 1)
     aid = prompt_id(prompt)
     for choice in "osad":
-        notice = await qa.press(f"ap:{aid}:{choice}", user_id="mallory")
+        notice = await qa.click(f"ap:{aid}:{choice}", user_id="mallory")
         assert "can't" in notice and "Nothing was changed" in notice
     await qa.say("/approve", user_id="mallory", chat_id="c1")
     await asyncio.sleep(0.2)
@@ -169,10 +172,46 @@ async def test_non_approver_press_changes_nothing_but_a_configured_approver_may(
     assert victim.exists() and qa.edits == [] and await rows(runner, approval_allowlist) == []
     assert aid in runner.approvals.pending
 
-    assert await qa.press(f"ap:{aid}:d", user_id="boss") == "Denied."
+    assert await qa.click(f"ap:{aid}:d", user_id="boss") == "Denied."
     assert (await wait_tool_result(qa))["status"] == "denied"
     r = await row(runner, aid)
     assert (r["status"], r["decided_by"]) == ("denied", "boss")
+
+
+async def test_a_decision_counts_only_from_the_chat_the_prompt_went_to(make_runner, tmp_path):
+    cfg = base(tmp_path, approvers={"qa2": ["boss"]})
+    cfg["access"] = {"allowed_users": ["qa2:u1", "qa2:boss"], "admins": ["qa2:root"]}
+    runner, qa = await make_runner(cfg, adapters=[UntrustedQAAdapter])
+    victim = victim_dir(tmp_path)
+    await qa.say(ask(f"rm -rf {victim}"))
+    (prompt,) = await wait_prompts(qa, 1)
+    aid = prompt_id(prompt)
+    assert len(aid) >= 16 and int(aid, 16) >= 0  # 64 bits of randomness: not guessable from another chat
+    for user in ("u1", "boss", "root"):  # the requester, an approver, an admin: all in another chat
+        notice = await qa.click(f"ap:{aid}:o", user_id=user, chat_id="elsewhere")
+        assert "can't" in notice
+    await qa.say(f"/approve {aid}", user_id="boss", chat_id="elsewhere")
+    await asyncio.sleep(0.2)
+    assert (await row(runner, aid))["status"] == "pending" and victim.exists()
+    assert await qa.click(f"ap:{aid}:o", user_id="root") == "Approved once."  # an admin, in the prompt's chat
+    assert (await wait_tool_result(qa))["status"] == "ran"
+
+
+async def test_in_an_open_group_an_unlisted_requester_cannot_approve_their_own_command(make_runner, tmp_path):
+    cfg = base(tmp_path)
+    cfg["access"] = {"group_policy": "open", "allowed_users": ["qa2:alice"]}
+    runner, qa = await make_runner(cfg, adapters=[UntrustedQAAdapter])
+    victim = victim_dir(tmp_path)
+    await qa.say(ask(f"rm -rf {victim}"), user_id="stranger", chat_id="g", chat_type="group")
+    (prompt,) = await wait_prompts(qa, 1, chat_id="g")
+    aid = prompt_id(prompt)
+    assert "can't" in await qa.click(f"ap:{aid}:o", user_id="stranger", chat_id="g", chat_type="group")
+    assert (await row(runner, aid))["status"] == "pending" and victim.exists()
+    # Someone on the allowlist who asks in the same open group may answer their own request.
+    await qa.say(ask(f"rm -rf {victim}"), user_id="alice", chat_id="g", chat_type="group")
+    prompts = await wait_prompts(qa, 2, chat_id="g")
+    assert await qa.click(f"ap:{prompt_id(prompts[-1])}:o", user_id="alice", chat_id="g",
+                          chat_type="group") == "Approved once."
 
 
 async def test_approve_for_this_session_skips_the_next_prompt_only_in_that_session(make_runner, tmp_path):
@@ -181,7 +220,7 @@ async def test_approve_for_this_session_skips_the_next_prompt_only_in_that_sessi
     command = f"rm -rf {victim}"
     await qa.say(ask(command), chat_id="c1")
     (prompt,) = await wait_prompts(qa, 1, "c1")
-    assert await qa.press(f"ap:{prompt_id(prompt)}:s", chat_id="c1") == "Approved for this session."
+    assert await qa.click(f"ap:{prompt_id(prompt)}:s", chat_id="c1") == "Approved for this session."
     assert (await wait_tool_result(qa, 1, "c1"))["status"] == "ran"
     assert not victim.exists()
 
@@ -195,7 +234,7 @@ async def test_approve_for_this_session_skips_the_next_prompt_only_in_that_sessi
     victim_dir(tmp_path)
     await qa.say(ask(command), chat_id="c2")
     (other,) = await wait_prompts(qa, 1, "c2")
-    await qa.press(f"ap:{prompt_id(other)}:d", chat_id="c2")
+    await qa.click(f"ap:{prompt_id(other)}:d", chat_id="c2")
     assert (await wait_tool_result(qa, 1, "c2"))["status"] == "denied"
     assert victim.exists()
     await qa.say(ask(f"rm -rf {victim}/precious.txt"), chat_id="c1")
@@ -217,7 +256,7 @@ async def test_always_approve_goes_to_the_database_allowlist(make_runner, tmp_pa
     config_before = runner.paths.config_file.read_text() if runner.paths.config_file.exists() else None
     await qa.say(ask(command), chat_id="c1")
     (prompt,) = await wait_prompts(qa, 1, "c1")
-    assert await qa.press(f"ap:{prompt_id(prompt)}:a", chat_id="c1") == "Approved always."
+    assert await qa.click(f"ap:{prompt_id(prompt)}:a", chat_id="c1") == "Approved always."
     assert (await wait_tool_result(qa, 1, "c1"))["status"] == "ran"
     allow = await rows(runner, approval_allowlist)
     assert len(allow) == 1 and allow[0]["command"] == command and allow[0]["added_by"] == "u1"
@@ -274,8 +313,8 @@ async def test_two_approvals_in_one_turn_are_asked_at_once_and_answered_in_any_o
     first, second = (next(p for p in shown if str(d) in p.text) for d in (a, b))
     assert prompt_id(first) != prompt_id(second)
     assert f"/approve {prompt_id(second)}" in second.text  # with two waiting, the hint names the id
-    await qa.press(f"ap:{prompt_id(second)}:o")  # the later one first
-    await qa.press(f"ap:{prompt_id(first)}:d")
+    await qa.click(f"ap:{prompt_id(second)}:o")  # the later one first
+    await qa.click(f"ap:{prompt_id(first)}:d")
     await qa.wait_for(lambda t: "done" in t)
     assert a.exists() and not b.exists()
     tool_msgs = [m for m in fake_llm.requests[-1]["messages"] if m["role"] == "tool"]
@@ -291,7 +330,7 @@ async def test_approve_for_this_session_covers_the_same_command_waiting_in_the_b
                                ToolCall("terminal", {"command": command})]), Reply("done"))
     await qa.say("clean up twice")
     shown = await wait_prompts(qa, 2)
-    await qa.press(f"ap:{prompt_id(shown[1])}:s")
+    await qa.click(f"ap:{prompt_id(shown[1])}:s")
     await qa.wait_for(lambda t: "done" in t)
     tool_msgs = [m for m in fake_llm.requests[-1]["messages"] if m["role"] == "tool"]
     assert [json.loads(m["content"])["status"] for m in tool_msgs] == ["ran", "ran"]
@@ -332,14 +371,14 @@ async def test_concurrent_approvals_answered_out_of_order(make_runner, tmp_path)
     source = Source("qa", "c1", "u1")
     loop = asyncio.get_running_loop()
     cmd_a, cmd_b, cmd_c = "rm -rf /tmp/herald-a", "git reset --hard", "sed -i s/x/y/ f"
-    futs = [loop.run_in_executor(None, broker.request, c, classify(c), _ctx(), "qa:dm:c1", source, "t1")
-            for c in (cmd_a, cmd_b, cmd_c)]
+    hook = broker.hook_for("qa:dm:c1", source, "t1")
+    futs = [loop.run_in_executor(None, hook, c, classify(c), _ctx()) for c in (cmd_a, cmd_b, cmd_c)]
     shown = await wait_prompts(qa, 3)
     ids = {next(c for c in (cmd_a, cmd_b, cmd_c) if c in p.text): prompt_id(p) for p in shown}
     assert len(set(ids.values())) == 3
     assert any(f"/approve {ids[cmd_c]}" in p.text for p in shown)  # with several waiting, the hint names the id
 
-    await qa.press(f"ap:{ids[cmd_c]}:o")
+    await qa.click(f"ap:{ids[cmd_c]}:o")
     await qa.say(f"/deny {ids[cmd_b]}")
     await qa.wait_for(lambda t: any(x.startswith("Denied.") for x in t))
     await qa.say("/approve session")  # the oldest left: cmd_a
@@ -363,10 +402,10 @@ async def test_a_decision_racing_the_timeout_has_exactly_one_outcome(make_runner
     for i, offset in enumerate((-0.1, -0.03, -0.01, 0.0, 0.01, 0.02, 0.03, 0.05, 0.1)):
         command = f"rm -rf /tmp/herald-race-{i}"
         start = time.monotonic()
-        fut = loop.run_in_executor(None, broker.request, command, classify(command), _ctx(), "qa:dm:c1", source)
+        fut = loop.run_in_executor(None, broker.hook_for("qa:dm:c1", source), command, classify(command), _ctx())
         (prompt,) = [p for p in await wait_prompts(qa, i + 1) if command in p.text]
         await asyncio.sleep(max(0.0, timeout + offset - (time.monotonic() - start)))
-        notice = await qa.press(f"ap:{prompt_id(prompt)}:o")
+        notice = await qa.click(f"ap:{prompt_id(prompt)}:o")
         decision = await fut
         r = await wait_until(lambda pid=prompt_id(prompt): _decided(runner, pid))
         assert r["status"] == decision.outcome, (offset, notice, decision, r)
@@ -395,7 +434,7 @@ async def test_stop_while_waiting_denies_and_frees_the_session(make_runner, tmp_
     r = await wait_until(lambda: _decided(runner, prompt_id(prompt)))
     assert (r["status"], r["decided_via"]) == ("denied", "stop")
     assert any("/stop" in t for t in edits_for(qa, prompt.message_id))
-    assert "already answered: denied" in await qa.press(f"ap:{prompt_id(prompt)}:o")
+    assert "already answered: denied" in await qa.click(f"ap:{prompt_id(prompt)}:o")
     await qa.say("hello")
     await qa.wait_for(lambda t: "echo: hello" in t)
     await asyncio.sleep(0.2)
@@ -417,24 +456,24 @@ async def test_restart_while_waiting_denies_and_tells_the_user(make_runner, tmp_
     r = await row(runner2, aid)
     assert (r["status"], r["decided_via"]) == ("denied", "restart")
     assert any("restarted" in t for t in edits_for(qa2, prompt.message_id))
-    assert "already answered: denied" in await qa2.press(f"ap:{aid}:o")
-    # The interrupted message is answered again after the restart: it asks afresh, nothing ran meanwhile.
-    (again,) = await wait_prompts(qa2, 1)
-    assert prompt_id(again) != aid and victim.exists()
-    await qa2.press(f"ap:{prompt_id(again)}:d")
-    assert (await wait_tool_result(qa2))["status"] == "denied"
+    assert "already answered: denied" in await qa2.click(f"ap:{aid}:o")
+    # The interrupted turn resumes after its last stored step: the model learns the command did not run
+    # (and may ask again); nothing ran meanwhile, and the old prompt is not shown again.
+    result = await wait_tool_result(qa2)
+    assert "not run" in result["error"] and "restart" in result["error"]
+    assert victim.exists() and prompts(qa2) == []
 
 
 async def test_cron_turns_follow_cron_mode(make_runner, tmp_path):
     runner, _qa = await make_runner(base(tmp_path))
     source = Source("qa", "cron", "cron")
     command = "rm -rf /tmp/herald-cron"
-    deny = await asyncio.to_thread(runner.approvals.request, command, classify(command), _ctx(cron=True),
-                                   "cron:job1", source)
+    deny = await asyncio.to_thread(runner.approvals.hook_for("cron:job1", source), command, classify(command),
+                                   _ctx(cron=True))
     assert deny.outcome == "denied" and "cron" in deny.message
     runner.cfg.approvals.cron_mode = "allow"
-    allow = await asyncio.to_thread(runner.approvals.request, command, classify(command), _ctx(cron=True),
-                                    "cron:job1", source)
+    allow = await asyncio.to_thread(runner.approvals.hook_for("cron:job1", source), command, classify(command),
+                                    _ctx(cron=True))
     assert allow.approved
     assert await wait_until(lambda: _audit(runner, 2)) == {("denied", None), ("approved", "cron")}
 
@@ -461,7 +500,7 @@ async def test_herald_approvals_list_shows_the_audit_beside_a_running_daemon(mak
     victim = victim_dir(tmp_path)
     await qa.say(ask(f"rm -rf {victim}"))
     (prompt,) = await wait_prompts(qa, 1)
-    await qa.press(f"ap:{prompt_id(prompt)}:a")
+    await qa.click(f"ap:{prompt_id(prompt)}:a")
     await wait_tool_result(qa)
     out = await asyncio.to_thread(CliRunner().invoke, app, ["approvals", "list"])
     assert out.exit_code == 0, out.output

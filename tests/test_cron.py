@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from cron.jobs import JobError
 from cron.scheduler import CronScheduler
 from gateway.platforms.base import PermanentError, Source
 from tests.fakes.llm import Reply
@@ -29,7 +30,7 @@ async def start_cron(make_runner: Any, clock: Clock, db_url: str | None = None,
     """A runner whose own scheduler is off, with a CronScheduler on the injected clock and no timers."""
     runner, qa = await make_runner({"cron": {"enabled": False, "delivery_retry_seconds": 0.01, **(cron or {})}},
                                    db_url=db_url)
-    sched = CronScheduler(runner, now=clock)
+    sched = CronScheduler(runner.cron_host(), now=clock)
     runner.cron = sched
     await sched.start(timer=False)
     return runner, qa, sched
@@ -244,8 +245,8 @@ async def test_a_delivery_cut_off_by_a_restart_is_finished_once_by_the_next_proc
     assert (run["status"], run["delivery_status"]) == ("ok", "failed") and qa.texts("c1") == []
 
     qa.send_hook = None
-    restarted = CronScheduler(runner, now=clock)
-    other = CronScheduler(runner, now=clock)  # a second daemon on the same database, starting at once
+    restarted = CronScheduler(runner.cron_host(), now=clock)
+    other = CronScheduler(runner.cron_host(), now=clock)  # a second daemon on the same database, starting at once
     await asyncio.gather(restarted.start(timer=False), other.start(timer=False))
     await settle(restarted, other)
     [run] = await runs(restarted, job["id"])
@@ -272,7 +273,7 @@ async def test_a_live_deliverers_claim_is_respected_until_its_lease_runs_out(mak
         task.cancel()
     await asyncio.gather(*sched._tasks, return_exceptions=True)
     qa.send_hook = None
-    other = CronScheduler(runner, now=clock)
+    other = CronScheduler(runner.cron_host(), now=clock)
     await other.start(timer=False)
     assert await other.resume_deliveries() == 0 and qa.texts("c1") == []
     clock.t += 3600 + 601  # its lease (the retry pause + LEASE_SECONDS) has run out: it is presumed gone
@@ -353,25 +354,38 @@ async def test_cron_and_sethome_commands(make_runner):
     assert "Usage" in (await qa.wait_for(lambda t: len(t) >= 6, chat_id="c2"))[-1]
 
 
-async def test_only_admins_remove_jobs_or_set_the_home_chat(make_runner):
+async def test_a_chat_acts_on_its_own_jobs_and_admins_on_all(make_runner):
+    """Jobs belong to the chat they were created in: /cron and the cronjob tool list, change and remove only
+    those, unless the sender is an admin. /sethome stays admin-only."""
     from tests.qa_channel import UntrustedQAAdapter
 
     runner, qa = await make_runner({"cron": {"enabled": False},
-                                    "access": {"allowed_users": ["qa2:friend"], "admins": ["qa2:boss"]}},
+                                    "access": {"allowed_users": ["qa2:friend", "qa2:other"], "admins": ["qa2:boss"]}},
                                    adapters=[UntrustedQAAdapter])
-    sched = CronScheduler(runner, now=Clock())
+    sched = CronScheduler(runner.cron_host(), now=Clock())
     runner.cron = sched
     await sched.start(timer=False)
-    job = await create(sched, Source("qa2", "c1", "boss"), schedule="every 1h", prompt="p", deliver="origin")
-    await qa.say(f"/cron remove {job['id']}", chat_id="c1", user_id="friend")
+    mine = await create(sched, Source("qa2", "c1", "friend"), schedule="every 1h", prompt="p", deliver="origin")
+    theirs = await create(sched, Source("qa2", "c2", "other"), schedule="every 1h", prompt="q", deliver="origin")
+    await qa.say("/cron list", chat_id="c1", user_id="friend")
+    (listing,) = await qa.wait_for(lambda t: len(t) >= 1, chat_id="c1")
+    assert mine["id"] in listing and theirs["id"] not in listing
+    for verb in ("pause", "run", "remove"):
+        await qa.say(f"/cron {verb} {theirs['id']}", chat_id="c1", user_id="friend")
     await qa.say("/sethome", chat_id="c1", user_id="friend")
-    texts = await qa.wait_for(lambda t: len(t) >= 2, chat_id="c1")
-    assert all("admins only" in t for t in texts)
-    assert [j["id"] for j in await sched.store.jobs()] == [job["id"]]
-    await qa.say("/cron pause " + job["id"], chat_id="c1", user_id="friend")  # not admin-only
-    await qa.wait_for(lambda t: any("Paused" in x for x in t), chat_id="c1")
-    await qa.say(f"/cron remove {job['id']}", chat_id="c1", user_id="boss")
+    texts = await qa.wait_for(lambda t: len(t) >= 5, chat_id="c1")
+    assert all("no job" in t for t in texts[1:4]) and "admins only" in texts[4]
+    assert {j["id"] for j in await sched.store.jobs()} == {mine["id"], theirs["id"]}
+    assert all(j["enabled"] for j in await sched.store.jobs())
+    # The tool answers the same way: another chat's job does not exist for it.
+    api = sched.tool_api
+    assert [j["id"] for j in (await api.do("list", {}, Source("qa2", "c1", "friend")))["jobs"]] == [mine["id"]]
+    with pytest.raises(JobError):
+        await api.do("remove", {"id": theirs["id"]}, Source("qa2", "c1", "friend"))
+    await qa.say(f"/cron remove {mine['id']}", chat_id="c1", user_id="friend")  # its own: fine
     await qa.wait_for(lambda t: any("Removed" in x for x in t), chat_id="c1")
+    await qa.say(f"/cron remove {theirs['id']}", chat_id="c1", user_id="boss")  # an admin: anywhere
+    await qa.wait_for(lambda t: sum("Removed" in x for x in t) == 2, chat_id="c1")
     assert await sched.store.jobs() == []
 
 
@@ -434,7 +448,7 @@ async def test_platform_target_uses_configured_home_chat_until_sethome(make_runn
     clock = Clock()
     runner, qa = await make_runner({"cron": {"enabled": False, "delivery_retry_seconds": 0.01},
                                     "platforms": {"web": {"enabled": True, "home_chat": "webhome"}}})
-    sched = CronScheduler(runner, now=clock)
+    sched = CronScheduler(runner.cron_host(), now=clock)
     runner.cron = sched
     await sched.start(timer=False)
     job = await create(sched, schedule="every 1h", script="echo to the web", no_agent=True, deliver="web, qa")

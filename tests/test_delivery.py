@@ -5,9 +5,10 @@ import asyncio
 import pytest
 from sqlalchemy import select
 
-from gateway.db import Store
-from gateway.delivery import Delivery, chunk_markdown, text_length, to_plain
+from gateway.delivery import Delivery
 from gateway.platforms.base import FormattingError, OutboundMessage, PermanentError, RateLimited, TransientError
+from gateway.rendering import chunk_text, to_plain, utf16_len
+from gateway.store import Store
 from gateway.tables import outbox
 
 
@@ -15,10 +16,10 @@ from gateway.tables import outbox
 def test_chunks_fit_and_keep_code_blocks_balanced(limit):
     code = "\n".join(f"line_{i} = {i} * 2" for i in range(60))
     text = "Intro paragraph with words. " * 10 + "\n\n```python\n" + code + "\n```\n\nAfter the code. " * 3
-    chunks = chunk_markdown(text, limit)
+    chunks = chunk_text(text, limit)
     assert len(chunks) > 1
     for c in chunks:
-        assert text_length(c, "chars") <= limit
+        assert len(c) <= limit
         assert c.count("```") % 2 == 0, c
     joined = "".join(chunks)
     for i in range(60):
@@ -27,15 +28,15 @@ def test_chunks_fit_and_keep_code_blocks_balanced(limit):
 
 def test_chunks_measure_utf16_units():
     text = "😀" * 3000  # 2 UTF-16 units each
-    chunks = chunk_markdown(text, 4096, "utf16")
-    assert all(text_length(c, "utf16") <= 4096 for c in chunks)
+    chunks = chunk_text(text, 4096, utf16_len)
+    assert all(utf16_len(c) <= 4096 for c in chunks)
     assert "".join(chunks) == text
 
 
 def test_short_text_is_one_chunk_and_nothing_is_lost():
-    assert chunk_markdown("hi", 10) == ["hi"]
+    assert chunk_text("hi", 10) == ["hi"]
     words = " ".join(f"w{i}" for i in range(500))
-    assert "".join(chunk_markdown(words, 100)).split() == words.split()
+    assert "".join(chunk_text(words, 100)).split() == words.split()
 
 
 def test_plain_keeps_the_words():
@@ -63,16 +64,24 @@ class Recorder:
 
         self.capabilities = caps or Capabilities(max_message_length=100)
         self.sent = []
+        self.keys = []
         self.failures = {}
 
-    async def send(self, chat_id, text, message):
+    def render(self, markdown):
+        return markdown
+
+    def measure(self, text):
+        return len(text)
+
+    async def send(self, chat_id, text, message, *, idempotency_key=None):
         plan = self.failures.get(chat_id)
         if plan:
             exc = plan.pop(0)
             if exc is not None:
                 raise exc
         self.sent.append((chat_id, text))
-        return f"id{len(self.sent)}"
+        self.keys.append(idempotency_key)
+        return [f"id{len(self.sent)}"]
 
 
 async def test_rate_limit_on_one_chat_does_not_hold_up_another(store):
@@ -120,6 +129,7 @@ async def test_chunks_already_sent_are_skipped(store):
     adapter = Recorder()
     text = "a" * 50 + "\n\n" + "b" * 50
     inbox_id = await store.inbox_add("rec", "p1", "k", {})
+    await store.inbox_set(inbox_id, "replied")
     await store.outbox_record(inbox_id, "rec", "c", 0, "old", "sent")
     await Delivery(store).deliver(adapter, "c", OutboundMessage(text), inbox_id=inbox_id, resume=True,
                                   finish_inbox=True)
@@ -131,11 +141,80 @@ async def test_chunks_already_sent_are_skipped(store):
 async def test_last_chunk_and_inbox_done_commit_together(store):
     adapter = Recorder()
     inbox_id = await store.inbox_add("rec", "p2", "k", {})
+    await store.inbox_set(inbox_id, "replied")
     report = await Delivery(store).deliver(adapter, "c", OutboundMessage("one"), inbox_id=inbox_id, finish_inbox=True)
     assert report.message_ids == ["id1"]
     assert (await store.inbox_get(inbox_id))["status"] == "done"
     adapter.failures["c"] = [PermanentError("chat not found")]
     failed_id = await store.inbox_add("rec", "p3", "k", {})
+    await store.inbox_set(failed_id, "replied")
     await Delivery(store).deliver(adapter, "c", OutboundMessage("two"), inbox_id=failed_id, finish_inbox=True)
     row = await store.inbox_get(failed_id)
     assert row["status"] == "failed" and row["error"] == "chat not found"
+
+
+async def test_each_chunk_is_marked_sending_before_it_goes_out(store):
+    """The outbox says "sending" while the platform call is in flight, "sent" (with its ids) after."""
+    seen: list[list[str]] = []
+
+    class Watching(Recorder):
+        async def send(self, chat_id, text, message, *, idempotency_key=None):
+            seen.append([r["status"] for r in await outbox_rows(store)])
+            return await super().send(chat_id, text, message, idempotency_key=idempotency_key)
+
+    adapter = Watching()
+    inbox_id = await store.inbox_add("rec", "p4", "k", {})
+    await store.inbox_set(inbox_id, "replied")
+    await Delivery(store).deliver(adapter, "c", OutboundMessage("a" * 60 + "\n\n" + "b" * 60), inbox_id=inbox_id,
+                                  finish_inbox=True)
+    assert seen == [["sending"], ["sent", "sending"]]
+    assert [r["status"] for r in await outbox_rows(store)] == ["sent", "sent"]
+    assert (await store.inbox_get(inbox_id))["status"] == "done"
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+async def test_a_chunk_cut_off_mid_send_is_resent_with_its_key_or_announced(store, idempotent):
+    """After a crash a "sending" chunk may or may not be out: it goes again with the same idempotency key;
+    where the platform can't de-duplicate with it, the user is told first that it may repeat."""
+    from gateway.delivery import MAYBE_REPEATED
+    from gateway.platforms.base import Capabilities
+
+    inbox_id = await store.inbox_add("rec", "p5", "k", {})
+    await store.inbox_set(inbox_id, "replied")
+    await store.outbox_begin(inbox_id, "rec", "c", 0)  # the crash came right after this
+    adapter = Recorder(Capabilities(max_message_length=100, idempotent_send=idempotent))
+    await Delivery(store).deliver(adapter, "c", OutboundMessage("the answer"), inbox_id=inbox_id, resume=True,
+                                  finish_inbox=True)
+    texts = [t for _, t in adapter.sent]
+    assert texts == (["the answer"] if idempotent else [MAYBE_REPEATED, "the answer"])
+    assert adapter.keys[-1] == f"herald-{inbox_id}-0"  # the key a first attempt would have used
+    assert (await store.inbox_get(inbox_id))["status"] == "done"
+    assert [r["status"] for r in await outbox_rows(store)] == ["sent"]
+
+
+async def test_every_id_a_send_returns_is_recorded(store):
+    class Splitting(Recorder):
+        async def send(self, chat_id, text, message, *, idempotency_key=None):
+            await super().send(chat_id, text, message)
+            return ["x1", "x2"]
+
+    inbox_id = await store.inbox_add("rec", "p6", "k", {})
+    await store.inbox_set(inbox_id, "replied")
+    report = await Delivery(store).deliver(Splitting(), "c", OutboundMessage("hi"), inbox_id=inbox_id)
+    assert report.message_ids == ["x1", "x2"]
+    assert (await outbox_rows(store))[0]["platform_message_id"] == "x1 x2"
+
+
+@pytest.mark.parametrize("limit", [64, 200, 1000])
+def test_chunks_fit_a_measure_that_is_not_the_character_count(limit):
+    """Telegram measures the text after converting markdown to entities: chunks fit that measure."""
+    from gateway.platforms.telegram.outbound import TelegramOutbound
+
+    out = TelegramOutbound(lambda: None)
+    measure = lambda s: len(out.convert(s)[0].encode("utf-16-le")) // 2  # noqa: E731
+    text = "\n\n".join(f"## Part {i}\n**bold {i}** and `code {i}` and 😀 text " * 3 for i in range(40))
+    chunks = chunk_text(text, limit, measure)
+    assert all(measure(c) <= limit for c in chunks)
+    for c in chunks:  # no inline span cut in half
+        for line in c.split("\n"):
+            assert line.count("`") % 2 == 0 and line.count("**") % 2 == 0, line

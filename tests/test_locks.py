@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from gateway.db import Store
 from gateway.locks import CredentialLock, CredentialLocked, PgCredentialLock, advisory_key
 from gateway.runner import GatewayRunner  # noqa: F401 - every table defined before Store.init
+from gateway.store import Store
 from tests.qa_channel import QAAdapter
 
 
@@ -106,9 +106,10 @@ def locked_adapter(token: str, lock_dir: Path | None = None) -> type[QAAdapter]:
     class Locked(QAAdapter):
         name = "locked"
 
-        def __init__(self, runner: Any) -> None:
-            super().__init__(runner)
-            runner.lock_retry_seconds = 0.3
+        def __init__(self, ctx: Any) -> None:
+            super().__init__(ctx)
+            runner = ctx.gateway
+            runner.supervisor.lock_retry_seconds = 0.3
             if lock_dir is not None:
                 runner.locks.directory = lock_dir  # another machine: its own lock folder
 

@@ -12,7 +12,6 @@ import pytest
 from sqlalchemy import select
 from typer.testing import CliRunner
 
-from gateway.db import Store
 from gateway.pairing import (
     ALPHABET,
     APPROVED_TEXT,
@@ -23,6 +22,7 @@ from gateway.pairing import (
     pairing_codes,
 )
 from gateway.runner import GatewayRunner  # noqa: F401 - every table defined before Store.init
+from gateway.store import Store
 from tests.qa_channel import UntrustedQAAdapter
 
 T0 = 1_800_000_000.0

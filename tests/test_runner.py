@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.runner import NO_MODEL_TEXT
+from gateway.turns import NO_MODEL_TEXT
 from tests.fakes.llm import Hang, Reply
 from tests.qa_channel import UntrustedQAAdapter
 
@@ -163,14 +163,35 @@ async def test_new_starts_a_fresh_session_with_lineage(make_runner, fake_llm):
 
 async def test_commands_never_reach_the_model(make_runner, fake_llm):
     _runner, qa = await make_runner()
-    for cmd in ("/help", "/status", "/queue", "/nosuchcommand"):
+    for cmd in ("/help", "/status", "/queue"):
         await qa.say(cmd)
-    texts = await qa.wait_for(lambda t: len(t) == 4)
+    texts = await qa.wait_for(lambda t: len(t) == 3)
     assert fake_llm.requests == []
     assert "/new" in texts[0] and "/stop" in texts[0]
     assert "Idle" in texts[1]
     assert "empty" in texts[2]
-    assert "Unknown command /nosuchcommand" in texts[3]
+
+
+async def test_prose_that_starts_with_a_slash_reaches_the_model(make_runner, fake_llm):
+    """An unknown /word typed in a message is prose, not a command the user got wrong."""
+    _runner, qa = await make_runner()
+    for text in ("/var/log is full, why?", "/etc is full", "/nosuchcommand please"):
+        await qa.say(text)
+        await qa.wait_for(lambda t, text=text: f"echo: {text}" in t)
+    assert [r["messages"][-1]["content"] for r in fake_llm.requests] == [
+        "/var/log is full, why?", "/etc is full", "/nosuchcommand please"]
+    assert not any("Unknown command" in t for t in qa.texts())
+
+
+async def test_an_unknown_native_command_is_answered_not_sent_to_the_model(make_runner, fake_llm):
+    """A command sent through the platform's own mechanism (a slash-command interaction) is a command."""
+    from gateway.platforms.base import CommandCall, InboundMessage, Source
+
+    _runner, qa = await make_runner()
+    msg = InboundMessage(Source(qa.name, "c1", "u1"), "/nosuch", "n1", command=CommandCall("nosuch", "", native=True))
+    assert await qa.accept(msg)
+    texts = await qa.wait_for(lambda t: len(t) == 1)
+    assert "Unknown command /nosuch" in texts[0] and fake_llm.requests == []
 
 
 async def test_status_while_busy_bypasses_the_queue(make_runner, fake_llm):
@@ -210,7 +231,7 @@ async def test_group_chats_have_a_session_per_user(make_runner, fake_llm):
 
 
 async def test_adapter_that_fails_to_start_is_retried(make_runner, fake_llm, monkeypatch):
-    monkeypatch.setattr("gateway.runner.random.random", lambda: 0.0)
+    monkeypatch.setattr("gateway.supervisor.random.random", lambda: 0.0)
 
     class Flaky(UntrustedQAAdapter):
         name = "flaky"

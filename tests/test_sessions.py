@@ -39,3 +39,24 @@ def ts(y, mo, d, h, mi=0):
 def test_reset_policies(mode, last, now, expected):
     cfg = SessionsConfig.model_validate({"reset": {"mode": mode, "idle_minutes": 60, "daily_hour": 4}})
     assert reset_due(cfg, last, now, tz=UTC) == expected
+
+
+@pytest.mark.parametrize("weird", ["a:b", "a/b", "a b", "%3A", "t1", "u1", ":", "a:u1"])
+def test_ids_with_any_characters_never_share_a_key(weird):
+    """Every component is encoded: an id containing ':' or '/' can't impersonate another chat or user."""
+    plain = Source("slack", "C1", "U1", chat_type="group", thread_id="T1", scope="W1")
+    variants = [
+        Source("slack", weird, "U1", chat_type="group", thread_id="T1", scope="W1"),
+        Source("slack", "C1", weird, chat_type="group", thread_id="T1", scope="W1"),
+        Source("slack", "C1", "U1", chat_type="group", thread_id=weird, scope="W1"),
+        Source("slack", "C1", "U1", chat_type="group", thread_id="T1", scope=weird),
+        Source("slack", f"C1:t{weird}", "U1", chat_type="group", scope="W1"),
+    ]
+    keys = {session_key(s) for s in [plain, *variants]}
+    assert len(keys) == len(variants) + 1
+    for s in variants:  # the same source always gives the same key
+        assert session_key(s) == session_key(Source(**s.to_dict()))
+
+
+def test_scope_separates_workspaces():
+    assert session_key(Source("slack", "C1", "U1", scope="W1")) != session_key(Source("slack", "C1", "U1", scope="W2"))

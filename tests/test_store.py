@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from gateway.db import Store
+from gateway.store import Store
 
 
 async def test_inbox_dedupes_and_sessions_round_trip(db_url):

@@ -14,7 +14,7 @@ import pytest
 
 from gateway.config import parse_config, resolve_paths
 from gateway.platforms.base import Button, ButtonPress, OutboundMessage
-from gateway.platforms.telegram import TelegramAdapter
+from gateway.platforms.telegram.adapter import TelegramAdapter
 from gateway.runner import GatewayRunner
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram_api import BOT_USERNAME, FakeTelegram, utf16_len
@@ -261,7 +261,7 @@ async def test_button_press_reaches_the_handler_and_is_answered(start_tg, fake_t
         pressed.append(press)
         return "Noted."
 
-    runner.button_handlers["pick"] = handler
+    runner.inbound.buttons["pick"] = handler
     long_id = "pick:" + "x" * 100
     tg = adapter(runner)
     await runner.delivery.deliver(tg, str(ALICE), OutboundMessage("Choose:", buttons=[
@@ -305,7 +305,7 @@ async def test_restart_with_pending_updates_loses_none_and_answers_none_twice(st
 async def test_updates_are_confirmed_only_after_they_are_in_the_inbox(start_tg, fake_tg):
     runner = await start_tg()
     ingested: list[str] = []
-    real_ingest = runner.ingest
+    real_ingest = runner.accept
 
     async def slow_ingest(adapter_: Any, msg: Any) -> Any:
         await asyncio.sleep(0.3)
@@ -313,7 +313,7 @@ async def test_updates_are_confirmed_only_after_they_are_in_the_inbox(start_tg, 
         ingested.append(msg.platform_message_id)
         return result
 
-    runner.ingest = slow_ingest  # type: ignore[method-assign]
+    runner.accept = slow_ingest  # type: ignore[method-assign]
     update = fake_tg.user_message(ALICE, text="careful")
     await asyncio.sleep(0.15)
     assert fake_tg.confirmed_offset <= update["update_id"]  # still being persisted: not confirmed

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from gateway.config import ConfigError, parse_config
-from gateway.delivery import chunk_markdown
 from gateway.locks import CredentialLock, CredentialLocked
 from gateway.platforms.base import PermanentError, RateLimited, TransientError
-from gateway.platforms.telegram import file_base_url, map_error, split_formatted, to_entities, utf16_len
+from gateway.platforms.telegram.outbound import TelegramOutbound, split_formatted, to_entities
+from gateway.platforms.telegram.transport import file_base_url, map_error
+from gateway.rendering import chunk_text, utf16_len
 
 
 @pytest.mark.parametrize("markdown", [
@@ -26,7 +27,7 @@ def test_conversion_never_raises_and_entities_fit_the_text(markdown: str) -> Non
 def test_chunked_markdown_converts_to_pieces_within_the_limit() -> None:
     body = "\n".join(f"x = {i}  # 😀 emoji counts twice in UTF-16" for i in range(600))
     markdown = f"# Title\n\n```python\n{body}\n```\n" + "end " * 2000
-    for chunk in chunk_markdown(markdown, 4096, "utf16"):
+    for chunk in chunk_text(markdown, 4096, TelegramOutbound(lambda: None).measure):
         for text, entities in split_formatted(*to_entities(chunk)):
             assert utf16_len(text) <= 4096
             assert all(e["offset"] + e["length"] <= utf16_len(text) for e in entities)
@@ -57,7 +58,7 @@ def test_file_url_follows_the_api_root() -> None:
 
 def test_allowed_users_take_numbers_and_numeric_strings() -> None:
     cfg = parse_config({"platforms": {"telegram": {"allowed_users": [1, "22", " 333 "]}}})
-    assert cfg.platforms.telegram.allowed_users == [1, 22, 333]
+    assert cfg.platforms.telegram.allowed_users == ["1", "22", "333"]
     with pytest.raises(ConfigError, match=r"platforms\.telegram\.allowed_users\.0"):
         parse_config({"platforms": {"telegram": {"allowed_users": ["@alice"]}}})
     with pytest.raises(ConfigError, match=r"platforms\.telegram\.mode"):

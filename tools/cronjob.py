@@ -42,9 +42,6 @@ from tools.registry import ToolContext, error, tool
     toolset="cron",
 )
 def cronjob(args: dict[str, Any], ctx: ToolContext) -> Any:
-    from cron.jobs import JobError
-    from cron.schedule import ScheduleError
-
     api = ctx.extras.get("cron_api")
     if api is None:
         return error("scheduled jobs are not available here (cron.enabled is false, or no gateway is running)")
@@ -53,5 +50,5 @@ def cronjob(args: dict[str, Any], ctx: ToolContext) -> Any:
         return error("a scheduled job cannot create further jobs; say in your answer what should be scheduled")
     try:
         return api.call(action, {k: v for k, v in args.items() if k != "action"}, ctx.extras.get("source"))
-    except (JobError, ScheduleError) as exc:
+    except ValueError as exc:  # the API's "this field is wrong, and why" (JobError, ScheduleError)
         return error(str(exc))

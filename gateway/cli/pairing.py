@@ -21,12 +21,11 @@ app = typer.Typer(no_args_is_help=True, help="Pairing: let users who DMed the bo
 def _run(work: Callable[[Any], Awaitable[Any]]) -> Any:
     from gateway.cli.common import load
     from gateway.pairing import Pairing
-    from gateway.runner import GatewayRunner  # noqa: F401 - defines every table before Store.init
 
     cfg, paths = load()
 
     async def main() -> Any:
-        from gateway.db import Store
+        from gateway.store import Store
 
         if cfg.database.url is None:
             paths.home.mkdir(parents=True, exist_ok=True)

@@ -1,22 +1,31 @@
-"""The adapter contract: one inbound model, one outbound model, declared capabilities, guard level 1.
+"""The adapter contract: one inbound model, one outbound model, declared capabilities, one way in.
 
-Adapters translate at the border and nowhere else: an SDK event becomes an ``InboundMessage``, an
-``OutboundMessage`` becomes an SDK call. The core reads ``Capabilities``; it never asks which platform
-it is talking to.
+Adapters translate at the border and nowhere else: an SDK event becomes an ``InboundMessage`` (or a
+``ButtonPress``), an ``OutboundMessage`` becomes an SDK call. The core reads ``Capabilities``; it never
+asks which platform it is talking to.
+
+The way in is ``accept()``: it de-duplicates, checks access and persists, and returns as soon as the row
+is durable. The adapter acknowledges its platform right after it (a polling offset, an HTTP 200, a
+Socket Mode ack, an interaction's deferral); the gateway schedules what happens next itself, so nothing
+slow ever sits between a platform's event and its acknowledgement.
+
+Ids are opaque strings and may contain any character (``:``, ``/``, spaces): the core encodes them where
+it builds keys from them (session keys, cron targets).
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Awaitable, Callable
+import asyncio
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
-
-if TYPE_CHECKING:
-    from gateway.runner import Accepted, GatewayRunner
+from pathlib import Path
+from typing import Any, Literal, Protocol
 
 ChatType = Literal["dm", "group", "channel"]
-Dialect = Literal["markdown", "telegram_html", "slack_mrkdwn", "discord", "plain"]
+Dialect = Literal["markdown", "slack_mrkdwn", "discord", "plain"]
+ButtonStyle = Literal["default", "primary", "danger"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,11 +38,14 @@ class Source:
     chat_type: ChatType = "dm"
     thread_id: str | None = None
     user_name: str | None = None
+    # The level above the chat where a platform has one: a Discord guild, a Slack workspace (team).
+    scope: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "platform": self.platform, "chat_id": self.chat_id, "user_id": self.user_id,
             "chat_type": self.chat_type, "thread_id": self.thread_id, "user_name": self.user_name,
+            "scope": self.scope,
         }
 
     @classmethod
@@ -41,7 +53,42 @@ class Source:
         return cls(
             platform=d["platform"], chat_id=d["chat_id"], user_id=d["user_id"],
             chat_type=d.get("chat_type", "dm"), thread_id=d.get("thread_id"), user_name=d.get("user_name"),
+            scope=d.get("scope"),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class CommandCall:
+    """A command as the platform delivered it.
+
+    ``native``: sent through the platform's own command mechanism (a Slack slash command, a Discord
+    application command), so it is meant as a command even when the name is unknown. A typed ``/word``
+    is not native: an unknown name there is prose ("/etc is full, why?") and goes to the model.
+    """
+
+    name: str
+    args: str = ""
+    native: bool = False
+
+
+_TEXT_COMMAND = re.compile(r"^/([A-Za-z][A-Za-z0-9_]{0,31})(?:@(\S+))?(?:\s+(.*))?$", re.S)
+
+
+def parse_text_command(text: str, prefix: str = "/") -> tuple[CommandCall, str | None] | None:
+    """``/name[@bot] args`` -> (CommandCall, bot) by syntax alone; None for anything else.
+
+    Whether ``name`` is a command is for the gateway to say (unknown names are prose); ``bot`` is the
+    addressee some platforms allow (``/help@HeraldBot``), for the adapter to check.
+    """
+    stripped = text.strip()
+    if prefix != "/":
+        if not stripped.startswith(prefix):
+            return None
+        stripped = "/" + stripped[len(prefix):]
+    m = _TEXT_COMMAND.match(stripped)
+    if not m:
+        return None
+    return CommandCall(m.group(1).lower(), (m.group(3) or "").strip()), m.group(2)
 
 
 @dataclass(slots=True)
@@ -52,20 +99,33 @@ class InboundMessage:
     attachments: list[str] = field(default_factory=list)
     reply_to: str | None = None
     received_at: float = 0.0
+    command: CommandCall | None = None
+    # Platform-specific and opaque to the core (an interaction token, a response_url): handed back to the
+    # adapter on the answers to this message. JSON-serialisable, because it is stored with the message.
+    reply_handle: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "source": self.source.to_dict(), "text": self.text,
             "platform_message_id": self.platform_message_id, "attachments": list(self.attachments),
             "reply_to": self.reply_to, "received_at": self.received_at,
         }
+        if self.command is not None:
+            d["command"] = {"name": self.command.name, "args": self.command.args, "native": self.command.native}
+        if self.reply_handle is not None:
+            d["reply_handle"] = self.reply_handle
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> InboundMessage:
+        command = d.get("command")
         return cls(
             source=Source.from_dict(d["source"]), text=d["text"], platform_message_id=d["platform_message_id"],
             attachments=list(d.get("attachments") or []), reply_to=d.get("reply_to"),
             received_at=d.get("received_at", 0.0),
+            command=CommandCall(command["name"], command.get("args", ""), command.get("native", False))
+            if command else None,
+            reply_handle=d.get("reply_handle"),
         )
 
 
@@ -73,6 +133,7 @@ class InboundMessage:
 class Button:
     id: str
     label: str
+    style: ButtonStyle = "default"
 
 
 @dataclass(slots=True)
@@ -83,6 +144,10 @@ class OutboundMessage:
     buttons: list[Button] = field(default_factory=list)
     reply_to: str | None = None
     thread_id: str | None = None
+    # The inbound message's handle, when this answers it (interaction replies).
+    reply_handle: dict[str, Any] | None = None
+    # Only the addressee sees it, where the platform can do that (Discord, Slack); elsewhere a normal message.
+    ephemeral: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,17 +155,36 @@ class ButtonPress:
     source: Source
     button_id: str
     message_id: str | None = None
+    reply_handle: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     max_message_length: int = 4000
-    length_unit: Literal["chars", "utf16"] = "chars"
     dialect: Dialect = "markdown"
     buttons: bool = False
     edits: bool = False
     threads: bool = False
     typing: bool = False
+    # ``send`` honours its idempotency key: a chunk resent after a crash is not shown twice.
+    idempotent_send: bool = False
+
+
+@dataclass(slots=True)
+class Accepted:
+    """A message that passed the inbox: persisted, not a duplicate, from someone who may talk to the agent."""
+
+    inbox_id: int
+    msg: InboundMessage
+    key: str
+    command: CommandCall | None = None  # a command the gateway knows (or a native one it doesn't)
+    resume_reply: str | None = None  # recovered after a restart: the answer exists, only delivery is left
+    resume_turn: bool = False  # recovered after a restart with steps of its turn already stored
+    queued_ms: float | None = None  # receipt -> turn start, for the turn's one info-level log line
+
+
+class ShuttingDown(Exception):
+    """New messages are refused while the daemon drains."""
 
 
 class DeliveryError(Exception):
@@ -128,16 +212,65 @@ class FormattingError(DeliveryError):
 AdapterState = Literal["stopped", "starting", "connected", "retrying", "failed", "disabled"]
 
 
+class Gateway(Protocol):
+    """What an adapter may ask of the gateway: nothing more (adapters never see the runner)."""
+
+    @property
+    def stopping(self) -> bool: ...
+
+    async def accept(self, adapter: PlatformAdapter, msg: InboundMessage) -> Accepted | None:
+        """Persist + de-duplicate + access check; None for a duplicate or a sender who may not talk."""
+
+    def press(self, adapter: PlatformAdapter, press: ButtonPress) -> None:
+        """Take a button press; returns at once (the notice comes through ``answer_press``)."""
+
+    def may_talk(self, source: Source, trusted: bool = False) -> bool:
+        """The access check alone (an adapter asks before downloading a sender's files)."""
+
+    def command_menu(self, platform: str) -> list[tuple[str, str]]:
+        """(name, description) of the commands available on ``platform``, for native menus."""
+
+
+class ChatLog(Protocol):
+    """History kept by the gateway for a platform that has none of its own (the web chat)."""
+
+    async def chat_log_add(self, platform: str, chat_id: str, message_id: str, role: str, text: str,
+                           buttons: list[dict[str, Any]] | None = None, user_id: str | None = None) -> bool: ...
+
+    async def chat_log_edit(self, platform: str, message_id: str, text: str | None,
+                            buttons: list[dict[str, Any]] | None) -> dict[str, Any] | None: ...
+
+    async def chat_log_get(self, platform: str, message_id: str) -> dict[str, Any] | None: ...
+
+    async def chat_log_list(self, platform: str, chat_id: str, limit: int = 500) -> list[dict[str, Any]]: ...
+
+
+@dataclass(frozen=True)
+class AdapterContext:
+    """Everything an adapter is built with: its own config section, the gateway port, its places on disk."""
+
+    gateway: Gateway
+    config: Any  # the platform's own pydantic model (declared in its config module)
+    home: Path  # the profile's home
+    media_dir: Path
+    chat_log: ChatLog
+    platforms: Mapping[str, Any] = field(default_factory=dict)  # every platform's config, read-only
+
+
 class PlatformAdapter(abc.ABC):
-    """start / stop / send / edit / typing, plus the first guard for everything inbound."""
+    """start / stop / send / edit / typing / render / measure, plus ``accept`` and ``press`` inbound."""
 
     name: str = "base"
     capabilities: Capabilities = Capabilities()
     # One line for the system prompt: how replies will be shown on this platform.
     prompt_hint: str = ""
+    # The adapter authenticated the sender itself (the web API's bearer token): the sender is the owner.
+    trusted: bool = False
 
-    def __init__(self, runner: GatewayRunner) -> None:
-        self.runner = runner
+    def __init__(self, ctx: AdapterContext) -> None:
+        self.ctx = ctx
+        self.gateway = ctx.gateway
+        self.cfg = ctx.config
         self.state: AdapterState = "stopped"
         self.last_error: str | None = None
 
@@ -145,7 +278,7 @@ class PlatformAdapter(abc.ABC):
 
     @abc.abstractmethod
     async def start(self) -> None:
-        """Connect. Return once connected; raise if that failed (the runner retries with backoff)."""
+        """Connect. Return once connected; raise if that failed (the gateway retries with backoff)."""
 
     @abc.abstractmethod
     async def stop(self) -> None: ...
@@ -153,67 +286,68 @@ class PlatformAdapter(abc.ABC):
     def credentials(self) -> list[tuple[str, str]]:
         """(scope, secret) pairs this adapter connects with (bot token, app token).
 
-        The runner locks each one before ``start()`` and unlocks it after ``stop()``, so two Herald
+        The gateway locks each one before ``start()`` and unlocks it after ``stop()``, so two Herald
         processes never drive the same bot (gateway/locks.py).
         """
         return []
 
     async def wait_closed(self) -> None:
-        """Return (or raise) when the connection dies on its own; the runner then restarts the adapter.
+        """Return (or raise) when the connection dies on its own; the gateway then restarts the adapter.
 
         The default never returns: adapters without a long-lived connection can't die this way.
         """
-        import asyncio
-
         await asyncio.Event().wait()
-
-    # ---- outbound ----------------------------------------------------------------------------
-
-    @abc.abstractmethod
-    async def send(self, chat_id: str, text: str, message: OutboundMessage) -> str:
-        """Send one chunk already in this platform's dialect; return the platform's message id."""
-
-    async def edit(self, chat_id: str, message_id: str, text: str | None,
-                   buttons: list[Button] | None = None) -> None:
-        raise PermanentError(f"{self.name} cannot edit messages")
-
-    async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
-        return None
 
     def http_routes(self) -> list[Any]:
         """aiohttp route definitions this adapter serves on the daemon's http app (web API, webhooks)."""
         return []
 
-    # ---- inbound: guard level 1 --------------------------------------------------------------
+    # ---- outbound ----------------------------------------------------------------------------
 
-    async def handle_message(self, msg: InboundMessage) -> bool:
-        """Take a normalised message. Returns False when it was a duplicate (already handled).
+    def render(self, markdown: str) -> str:
+        """The agent's markdown in this platform's dialect. Delivery chunks what this returns."""
+        return markdown
 
-        The message is persisted before this returns, so an adapter may acknowledge the platform after it.
-        Control commands go to the runner inline, bypassing the queue: they must reach a busy session.
-        Everything else joins the session's FIFO lane (which starts a turn at once when the session is idle).
+    def measure(self, text: str) -> int:
+        """The length of rendered text as the platform counts it against ``max_message_length``."""
+        return len(text)
+
+    @abc.abstractmethod
+    async def send(self, chat_id: str, text: str, message: OutboundMessage, *,
+                   idempotency_key: str | None = None) -> list[str]:
+        """Send one rendered chunk; return every platform message id it created (usually one).
+
+        ``idempotency_key`` is the same when the same chunk is sent again (after a crash): an adapter
+        whose platform can de-duplicate with it says so in ``capabilities.idempotent_send``.
         """
-        accepted = await self.runner.ingest(self, msg)
-        if accepted is None:
-            return False
-        await self.dispatch(accepted)
-        return True
 
-    async def dispatch(self, accepted: Accepted) -> None:
-        """Route a persisted message: commands inline, everything else into the session's lane.
+    async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None = None,
+                   *, thread_id: str | None = None) -> None:
+        """Replace a message's text (rendered, one chunk) and/or buttons; ``thread_id`` where the platform
+        addresses a thread's messages through it."""
+        raise PermanentError(f"{self.name} cannot edit messages")
 
-        Adapters that must confirm a whole batch to their platform first (polling offsets) call
-        ``runner.ingest`` for each message, confirm, then dispatch.
+    async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
+        return None
+
+    async def answer_press(self, press: ButtonPress, notice: str | None) -> bool:
+        """Show ``notice`` to whoever pressed (ephemeral where the platform has it). Called once per press.
+
+        Return False when the adapter has no way of its own: the gateway then posts a non-empty notice
+        into the chat.
         """
-        if accepted.command is not None:
-            await self.runner.run_command(self, accepted)
-        else:
-            await self.runner.submit(self, accepted)
+        return False
 
-    async def handle_button(self, press: ButtonPress) -> str | None:
-        """A button press; returns a short notice for the presser (platforms that show one)."""
-        return await self.runner.button_pressed(self, press)
+    # ---- inbound -----------------------------------------------------------------------------
 
+    async def accept(self, msg: InboundMessage) -> bool:
+        """Hand a normalised message to the gateway; False for a duplicate or a sender who may not talk.
 
-AdapterFactory = Callable[["GatewayRunner"], PlatformAdapter]
-StartHook = Callable[[], Awaitable[None]]
+        The message is durable when this returns: acknowledge the platform now. Raises ``ShuttingDown``
+        while the daemon drains (the platform should redeliver later).
+        """
+        return await self.gateway.accept(self, msg) is not None
+
+    def press(self, press: ButtonPress) -> None:
+        """Hand a button press to the gateway; returns at once (acknowledge the platform now)."""
+        self.gateway.press(self, press)

@@ -1,15 +1,28 @@
-"""Session keys: which conversation a message belongs to."""
+"""Session keys: which conversation a message belongs to.
+
+``platform[:s<scope>]:chat_type:chat_id[:t<thread_id>][:u<user_id>]``, every id percent-encoded, so ids
+may contain any character (``:`` and ``/`` included) without two conversations sharing a key.
+"""
 
 from __future__ import annotations
+
+from urllib.parse import quote
 
 from gateway.platforms.base import Source
 
 
+def encode_id(value: str) -> str:
+    return quote(value, safe="")
+
+
 def session_key(source: Source, per_user_in_groups: bool = True) -> str:
     """platform + chat (+ thread), plus the user in group chats so that people don't share a context."""
-    parts = [source.platform, source.chat_type, source.chat_id]
+    parts = [source.platform]
+    if source.scope:
+        parts.append("s" + encode_id(source.scope))
+    parts += [source.chat_type, encode_id(source.chat_id)]
     if source.thread_id:
-        parts.append(f"t{source.thread_id}")
+        parts.append("t" + encode_id(source.thread_id))
     if source.chat_type != "dm" and per_user_in_groups:
-        parts.append(f"u{source.user_id}")
+        parts.append("u" + encode_id(source.user_id))
     return ":".join(parts)

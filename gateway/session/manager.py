@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gateway.config import SessionsConfig
-from gateway.db import Store
+from gateway.store import Store
 
 
 def reset_due(cfg: SessionsConfig, last_active: float, now: float, tz: dt.tzinfo | None = None) -> str | None:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import yaml
@@ -190,7 +191,7 @@ class Herald:
         return resp.body
 
     def messages(self, chat_id: str = "chat") -> list[dict[str, Any]]:
-        resp = self.get(f"/api/v1/chats/{chat_id}/messages")
+        resp = self.get(f"/api/v1/chats/{quote(chat_id, safe='')}/messages")
         assert resp.status == 200, (resp.status, resp.body)
         return resp.body["messages"]
 
@@ -230,6 +231,17 @@ class Herald:
                 with contextlib.suppress(ValueError):
                     events.append(json.loads(line))
         return events
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not met within {timeout}s")
+        time.sleep(0.02)
 
 
 class EventStream:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import HERALD_BIN, REPO, Herald
+from tests.e2e.conftest import HERALD_BIN, REPO, Herald, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -31,9 +31,15 @@ def tool_result(msgs: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def press(herald: Herald, chat: str, button_id: str, user_id: str) -> dict[str, Any]:
-    resp = herald.request("POST", f"/api/v1/chats/{chat}/buttons/{button_id}", {"user_id": user_id})
-    assert resp.status == 200, (resp.status, resp.body)
-    return resp.body
+    """Press as the web page does: answered at once (202), the notice follows on the chat's event stream."""
+    stream = herald.events(chat)
+    try:
+        resp = herald.request("POST", f"/api/v1/chats/{chat}/buttons/{button_id}", {"user_id": user_id})
+        assert resp.status == 202, (resp.status, resp.body)
+        wait_until(lambda: any(e == "notice" for e, _ in stream.frames), what="the presser's notice")
+        return {"notice": next(d["text"] for e, d in stream.frames if e == "notice")}
+    finally:
+        stream.close()
 
 
 def victim(tmp_path: Path, name: str) -> Path:
@@ -52,8 +58,8 @@ def test_approve_once_through_the_web_buttons(herald: Herald, tmp_path: Path) ->
     assert target.exists()
     once = next(b["id"] for b in prompt["buttons"] if b["label"] == "Approve once")
 
-    # Someone who neither started the turn nor is an approver: told so, nothing changes.
-    refused = press(herald, "ap", once, "mallory")
+    # A press from another chat (whoever it claims to be): told so, nothing changes.
+    refused = press(herald, "elsewhere", once, "tester")
     assert "can't" in refused["notice"]
     assert prompt_of(herald.messages("ap"))["buttons"] and target.exists()
 

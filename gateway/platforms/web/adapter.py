@@ -2,7 +2,8 @@
 
 The token lives in ``$HERALD_HOME/web_token`` (0600, created on first start); whoever holds it is the
 owner, so the web chat needs no allowlist. The chat history it serves is kept in the database (chat_log),
-so a restart keeps it.
+so a restart keeps it. Sends are idempotent: a chunk's idempotency key is its message id, so a chunk resent
+after a crash is stored (and shown) once.
 """
 
 from __future__ import annotations
@@ -16,24 +17,27 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import structlog
 from aiohttp import web
 
 from gateway.platforms.base import (
+    AdapterContext,
     Button,
     ButtonPress,
     Capabilities,
     InboundMessage,
     OutboundMessage,
     PlatformAdapter,
+    ShuttingDown,
     Source,
+    parse_text_command,
 )
 
 log = structlog.get_logger("herald.web")
 
 MAX_TEXT = 32_000
-_ID_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:@")
 
 
 def load_or_create_token(path: Path) -> str:
@@ -51,15 +55,21 @@ def load_or_create_token(path: Path) -> str:
 
 
 def _valid_id(value: Any, what: str, max_len: int = 128) -> str:
+    """Any printable text (ids are opaque: ':' and '/' are fine), but no control characters."""
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
-    if not isinstance(value, str) or not value or len(value) > max_len or not set(value) <= _ID_OK:
+    if (not isinstance(value, str) or not value.strip() or len(value) > max_len
+            or any(ord(ch) < 32 or ord(ch) == 127 for ch in value)):
         raise web.HTTPBadRequest(
-            text=json.dumps({"error": f"{what} must be a non-empty string of at most {max_len} characters "
-                                      "(letters, digits, - _ . : @)"}),
+            text=json.dumps({"error": f"{what} must be a non-empty string of at most {max_len} printable "
+                                      "characters"}),
             content_type="application/json",
         )
     return value
+
+
+def _button(b: Button) -> dict[str, Any]:
+    return {"id": b.id, "label": b.label, "style": b.style}
 
 
 def _public(row: dict[str, Any]) -> dict[str, Any]:
@@ -69,13 +79,14 @@ def _public(row: dict[str, Any]) -> dict[str, Any]:
 class WebAdapter(PlatformAdapter):
     name = "web"
     capabilities = Capabilities(max_message_length=16_000, dialect="markdown", buttons=True, edits=True,
-                                threads=False, typing=True)
+                                threads=False, typing=True, idempotent_send=True)
     prompt_hint = "You are talking in Herald's local web chat, which renders Markdown."
     trusted = True  # every request carried the owner's bearer token
 
-    def __init__(self, runner: Any) -> None:
-        super().__init__(runner)
-        self.token = load_or_create_token(runner.paths.web_token_file)
+    def __init__(self, ctx: AdapterContext) -> None:
+        super().__init__(ctx)
+        self.token = load_or_create_token(ctx.home / "web_token")
+        self.log = ctx.chat_log
         self._subscribers: dict[str, set[asyncio.Queue[str]]] = {}
 
     # ---- lifecycle -------------------------------------------------------------------------------
@@ -92,22 +103,28 @@ class WebAdapter(PlatformAdapter):
 
     # ---- outbound --------------------------------------------------------------------------------
 
-    async def send(self, chat_id: str, text: str, message: OutboundMessage) -> str:
-        message_id = f"a-{uuid.uuid4().hex}"
-        buttons = [{"id": b.id, "label": b.label} for b in message.buttons]
-        await self.runner.store.chat_log_add(self.name, chat_id, message_id, "assistant", text, buttons)
-        self._publish(chat_id, "message", {"id": message_id, "role": "assistant", "text": text, "buttons": buttons})
-        return message_id
+    async def send(self, chat_id: str, text: str, message: OutboundMessage, *,
+                   idempotency_key: str | None = None) -> list[str]:
+        message_id = f"a-{idempotency_key or uuid.uuid4().hex}"
+        buttons = [_button(b) for b in message.buttons]
+        if await self.log.chat_log_add(self.name, chat_id, message_id, "assistant", text, buttons):
+            self._publish(chat_id, "message", {"id": message_id, "role": "assistant", "text": text,
+                                               "buttons": buttons})
+        return [message_id]
 
-    async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None = None) -> None:
-        row = await self.runner.store.chat_log_edit(
-            self.name, message_id, text, [{"id": b.id, "label": b.label} for b in buttons or []]
-        )
+    async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None = None,
+                   *, thread_id: str | None = None) -> None:
+        row = await self.log.chat_log_edit(self.name, message_id, text, [_button(b) for b in buttons or []])
         if row is not None:
             self._publish(row["chat_id"], "edit", _public(row))
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         self._publish(chat_id, "typing", {})
+
+    async def answer_press(self, press: ButtonPress, notice: str | None) -> bool:
+        if notice:
+            self._publish(press.source.chat_id, "notice", {"text": notice})
+        return True
 
     def _publish(self, chat_id: str, event: str, data: dict[str, Any]) -> None:
         queues = self._subscribers.get(chat_id)
@@ -154,31 +171,30 @@ class WebAdapter(PlatformAdapter):
                                                                "characters"}), content_type="application/json")
         supplied = body.get("message_id")
         message_id = _valid_id(supplied, "message_id") if supplied is not None else uuid.uuid4().hex
-        # Client ids are only unique within a chat.
+        # Client ids are only unique within a chat; both are encoded, so no two (chat, id) pairs collide.
+        platform_id = f"{quote(chat_id, safe='')}/{quote(message_id, safe='')}"
+        parsed = parse_text_command(text)
         msg = InboundMessage(
             source=Source(platform=self.name, chat_id=chat_id, user_id=user_id, chat_type="dm"),
-            text=text, platform_message_id=f"{chat_id}/{message_id}", received_at=time.time(),
+            text=text, platform_message_id=platform_id, received_at=time.time(),
+            command=parsed[0] if parsed else None,
         )
-        public_id = f"u-{chat_id}-{message_id}"
-        from gateway.runner import ShuttingDown
-
-        if self.runner.stopping:
+        public_id = f"u-{platform_id}"
+        if self.gateway.stopping:
             raise web.HTTPServiceUnavailable(text='{"error": "shutting down"}', content_type="application/json")
+        # The question is in the chat log before anything can answer it, so it always shows first.
+        if await self.log.chat_log_add(self.name, chat_id, public_id, "user", text, None, user_id):
+            self._publish(chat_id, "message", {"id": public_id, "role": "user", "text": text, "buttons": []})
         try:
-            accepted = await self.handle_message(msg)
+            accepted = await self.accept(msg)
         except ShuttingDown:
             raise web.HTTPServiceUnavailable(text='{"error": "shutting down"}',
                                              content_type="application/json") from None
-        if accepted:
-            # The turn is already under way; this write queues ahead of any answer's (writes are FIFO), so
-            # the chat log still shows the question first.
-            await self.runner.store.chat_log_add(self.name, chat_id, public_id, "user", text, None, user_id)
-            self._publish(chat_id, "message", {"id": public_id, "role": "user", "text": text, "buttons": []})
         return web.json_response({"id": public_id, "duplicate": not accepted}, status=202)
 
     async def _get_messages(self, request: web.Request) -> web.Response:
         chat_id = _valid_id(request.match_info["chat_id"], "chat_id")
-        rows = await self.runner.store.chat_log_list(self.name, chat_id)
+        rows = await self.log.chat_log_list(self.name, chat_id)
         return web.json_response({"messages": [_public(r) for r in rows]})
 
     async def _press_button(self, request: web.Request) -> web.Response:
@@ -186,10 +202,9 @@ class WebAdapter(PlatformAdapter):
         button_id = _valid_id(request.match_info["button_id"], "button_id")
         body = await self._json(request)
         user_id = _valid_id(body.get("user_id"), "user_id")
-        notice = await self.handle_button(
-            ButtonPress(Source(platform=self.name, chat_id=chat_id, user_id=user_id), button_id)
-        )
-        return web.json_response({"ok": True, "notice": notice})
+        # Answered at once; the notice for the presser follows on the event stream.
+        self.press(ButtonPress(Source(platform=self.name, chat_id=chat_id, user_id=user_id), button_id))
+        return web.json_response({"ok": True}, status=202)
 
     async def _events(self, request: web.Request) -> web.StreamResponse:
         chat_id = _valid_id(request.match_info["chat_id"], "chat_id")

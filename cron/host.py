@@ -1,0 +1,27 @@
+"""What cron gets from the gateway, in one place: its configuration, the store, the turn executor for its
+runs, delivery and the adapters for its results, and the daemon's lifecycle. Built by the runner and
+handed to the scheduler; nothing in cron imports the runner."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.config import Config
+from gateway.delivery import Delivery
+from gateway.platforms.base import Source
+from gateway.ports import Adapters, DetachedTurns, Lifecycle
+from gateway.store import Store
+
+
+@dataclass(frozen=True)
+class CronHost:
+    cfg: Config
+    store: Store
+    turns: DetachedTurns
+    delivery: Delivery
+    adapters: Adapters
+    life: Lifecycle
+    tool_extras: dict[str, Any]  # ToolContext extras every turn gets: the scheduler adds "cron_api"
+    is_admin: Callable[[Source], bool]  # may act on every chat's jobs

@@ -1,0 +1,93 @@
+"""Building the agent: the LLM client from ``model.*``, the tool list, the system prompt per platform, and
+the ``ToolContext`` each turn's tools get."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from gateway.config import Config, Paths, secret, secret_env_names
+
+log = structlog.get_logger("herald.agents")
+
+_SECRET_NAME = re.compile(r"(TOKEN|API_KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.I)
+
+
+class AgentFactory:
+    def __init__(self, cfg: Config, paths: Paths, prompt_hint: Callable[[str], str | None]) -> None:
+        self.cfg = cfg
+        self.paths = paths
+        self._prompt_hint = prompt_hint  # platform name -> its adapter's one-line hint
+        self._prompt_cache: dict[str, str] = {}
+        self._by_model: dict[str, Any] = {}
+        self.tool_names: list[str] = []
+        self.agent: Any = None
+        # Extra ToolContext.extras for every turn, filled by features the tools reach (cron: "cron_api").
+        # Not "cron": that key marks a cron turn, whose dangerous commands follow approvals.cron_mode.
+        self.tool_extras: dict[str, Any] = {}
+        # The environment variables holding secrets: named by the config, or named like a secret.
+        self.secret_env_names = sorted(set(secret_env_names(cfg)) | {n for n in os.environ if _SECRET_NAME.search(n)})
+
+    def secret_values(self) -> list[str]:
+        return [v for v in (os.environ.get(n) for n in self.secret_env_names) if v]
+
+    def build(self) -> Any:
+        """The agent for ``model.*``, or None (and a warning) when no model is configured."""
+        if not self.cfg.model.configured:
+            log.warning("model_not_configured", hint="set model.base_url and model.name in config.yaml")
+            return None
+        from agent_core.agent import Agent
+        from tools.registry import load_builtin_tools, registry
+
+        load_builtin_tools()
+        m = self.cfg.model
+        llm = self._llm([(m.base_url or "", m.name or "", m.api_key_env)]
+                        + [(f.base_url, f.name, f.api_key_env) for f in m.fallbacks])
+        self.tool_names = registry.names(self.cfg.tools)
+        self.agent = Agent(llm, registry, self.tool_names, max_iterations=m.max_iterations)
+        return self.agent
+
+    def _llm(self, endpoints: list[tuple[str, str, str | None]]) -> Any:
+        from agent_core.llm import Endpoint, LLMClient
+
+        m = self.cfg.model
+        return LLMClient([Endpoint(base_url=url, model=name, api_key=secret(env)) for url, name, env in endpoints],
+                         timeout=m.timeout_seconds, max_retries=m.max_retries, temperature=m.temperature,
+                         max_tokens=m.max_tokens)
+
+    def for_model(self, model: str | None) -> Any:
+        """The agent, or one that calls ``model`` on the primary endpoint (a cron job's model override)."""
+        if not model or model == self.cfg.model.name or self.agent is None:
+            return self.agent
+        agent = self._by_model.get(model)
+        if agent is None:
+            from agent_core.agent import Agent
+
+            m = self.cfg.model
+            agent = self._by_model[model] = Agent(self._llm([(m.base_url or "", model, m.api_key_env)]),
+                                                  self.agent.registry, self.tool_names,
+                                                  max_iterations=m.max_iterations)
+        return agent
+
+    def system_prompt(self, platform: str) -> str:
+        """Built once per platform and byte-stable afterwards (the model provider's prompt cache)."""
+        prompt = self._prompt_cache.get(platform)
+        if prompt is None:
+            from agent_core.prompt import build_system_prompt
+
+            prompt = build_system_prompt(self.cfg.agent.identity, self._prompt_hint(platform))
+            self._prompt_cache[platform] = prompt
+        return prompt
+
+    def tool_context(self, key: str, interrupt: threading.Event, approve: Any, **extras: Any) -> Any:
+        from tools.registry import ToolContext
+
+        cwd = self.cfg.tools.terminal.cwd or os.path.expanduser("~")
+        return ToolContext(session_key=key, cwd=cwd, interrupt=interrupt, config=self.cfg.tools,
+                           extras={"secret_env_names": self.secret_env_names, "approve": approve,
+                                   **self.tool_extras, **extras})

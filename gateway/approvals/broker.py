@@ -1,0 +1,323 @@
+"""The loop side of approvals: a request is stored, its prompt sent with four buttons into the chat the turn
+came from, and the first valid answer settles it.
+
+Every resolution runs on the loop and the first one wins: a press racing the timeout is decided by whichever
+reaches the loop first; the loser is told the prompt was already answered. Only the requester (when they
+may talk to the agent on that platform), ``approvals.approvers`` and admins may decide, and only from the
+chat the prompt was sent to. "Approve for this session" is kept per session key (memory +
+``approval_session_grants``); "Always approve" goes to ``approval_allowlist``, never to config.yaml. Every
+request and decision is a row in ``approvals`` and a structured log event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from gateway.access import AccessControl
+from gateway.approvals.hook import Request, TurnHook
+from gateway.approvals.store import ApprovalStore
+from gateway.approvals.text import decided_text, duration, expired_message, fenced, redact_command, who
+from gateway.config import ApprovalsConfig
+from gateway.delivery import Delivery
+from gateway.instance import Instance
+from gateway.platforms.base import Button, ButtonPress, OutboundMessage, PlatformAdapter, Source
+from gateway.ports import Adapters, Lifecycle, Notifier
+from tools.dangerous import Decision, matches_allowlist
+
+log = structlog.get_logger("herald.approvals")
+
+BUTTON_PREFIX = "ap"
+CHOICES = {"o": "once", "s": "session", "a": "always", "d": "deny"}
+LABELS = {"o": "Approve once", "s": "Approve for this session", "a": "Always approve", "d": "Deny"}
+STYLES = {"o": "primary", "s": "default", "a": "default", "d": "danger"}
+
+
+class ApprovalBroker:
+    def __init__(self, cfg: ApprovalsConfig, store: ApprovalStore, delivery: Delivery, notifier: Notifier,
+                 adapters: Adapters, access: AccessControl, life: Lifecycle, instance: Instance,
+                 secret_values: Callable[[], list[str]]) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.delivery = delivery
+        self.notifier = notifier
+        self.adapters = adapters
+        self.access = access
+        self.life = life
+        self.instance = instance
+        self._secret_values = secret_values
+        self.timeout_seconds = cfg.timeout_seconds
+        self.pending: dict[str, Request] = {}  # insertion order = oldest first
+        self._grants: dict[str, set[str]] = {}  # session key -> command hashes approved for the session
+        self._always: set[str] = set()
+        # Recently settled requests, so a late press is answered at once (the row's update may still be queued).
+        self._settled: OrderedDict[str, tuple[str, str | None]] = OrderedDict()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        return self.life.loop
+
+    def display(self, command: str) -> str:
+        return redact_command(command, self._secret_values())
+
+    # ---- start: state from the database, stale prompts resolved ------------------------------------
+
+    async def start(self) -> None:
+        self._always, self._grants, pending = await self.store.load()
+        # Only requests whose instance is gone: another daemon on the same database may be waiting on its own.
+        stale = [r for r in pending if self.instance.gone(r.get("owner"))]
+        if not stale:
+            return
+        await self.store.deny_stale([r["id"] for r in stale])
+        for row in stale:
+            log.info("approval_decided", approval_id=row["id"], outcome="denied", via="restart",
+                     session_key=row["session_key"], command=row["command"])
+        self.life.spawn(self._tell_restarted(stale), name="approvals:restarted")
+
+    async def _tell_restarted(self, rows: list[dict[str, Any]]) -> None:
+        for row in rows:
+            adapter = self.adapters.get(row["platform"])
+            if adapter is None:
+                continue
+            # This runs before the adapters connect: wait (a while) until this one can send.
+            for _ in range(600):
+                if adapter.state == "connected" or self.life.stopping:
+                    break
+                await asyncio.sleep(0.1)
+            if row["prompt_message_id"]:
+                text = decided_text(row["command"], "denied", None, None, "restart", self.timeout_seconds)
+                await self._edit(adapter, row["chat_id"], row["prompt_message_id"], text, row["thread_id"])
+            source = Source(row["platform"], row["chat_id"], row["requested_by"] or "", thread_id=row["thread_id"])
+            await self.notifier.notify(source, "⚠️ Herald restarted while this command was waiting for approval, "
+                                               f"so it was not run (denied):\n{fenced(row['command'])}")
+
+    # ---- the thread side's entry points ---------------------------------------------------------------
+
+    def hook_for(self, session_key: str, source: Source | None, turn_id: str | None = None) -> TurnHook:
+        """The ``extras["approve"]`` callable for one turn (cron turns also set ``extras["cron"] = True``).
+
+        ``source`` is the chat the prompt goes to; a cron job without an origin chat may pass None (its
+        dangerous commands then follow ``approvals.cron_mode``; there is nobody to show a prompt to).
+        """
+        return TurnHook(self, session_key, source, turn_id)
+
+    async def begin(self, req: Request) -> None:
+        try:
+            if req.level != "hardline" and self.cfg.mode == "manual":
+                # Re-read, so `herald approvals revoke` in another process takes effect at once (a dangerous
+                # command is rare enough that one indexed read costs nothing).
+                self._always = await self.store.always()
+            auto = self._auto(req)
+            if auto is not None:
+                status, scope, message = auto
+                self._settle(req, status, scope, None, "auto", message)
+                await self._store_new(req, status, scope, "auto")
+                log.info("approval_decided", approval_id=req.id, outcome=status, scope=scope, via="auto",
+                         command=req.display, reason=req.reason, session_key=req.session_key)
+                return
+            self.pending[req.id] = req
+            await self._store_new(req, "pending", None, None)
+            log.info("approval_requested", approval_id=req.id, command=req.display, reason=req.reason,
+                     session_key=req.session_key, requested_by=req.source.user_id)
+            if req.future.done():
+                return  # decided (or stopped) while the row was being written; nothing to show
+            adapter = self.adapters.get(req.source.platform)
+            if adapter is None:
+                await self._decide(req, "denied", None, None, "error",
+                                   "Not run: the chat it came from is not connected, so nobody can approve it.")
+                return
+            buttons = [Button(f"{BUTTON_PREFIX}:{req.id}:{c}", LABELS[c], STYLES[c]) for c in "osad"]  # type: ignore[arg-type]
+            out = OutboundMessage(self._prompt_text(req), buttons=buttons if adapter.capabilities.buttons else [],
+                                  thread_id=req.source.thread_id)
+            report = await self.delivery.deliver(adapter, req.source.chat_id, out)
+            if report.failed or not report.message_ids:
+                await self._decide(req, "denied", None, None, "error",
+                                   "Not run: the approval prompt could not be shown in the chat.")
+                return
+            req.prompt_message_id = report.message_ids[-1]
+            await self.store.set_prompt(req.id, req.prompt_message_id)
+            if req.final_text is not None:  # answered before the prompt had its id: edit it now
+                await self._edit(adapter, req.source.chat_id, req.prompt_message_id, req.final_text,
+                                 req.source.thread_id)
+        except Exception as exc:
+            log.exception("approval_failed", approval_id=req.id)
+            if not req.future.done():
+                await self._decide(req, "denied", None, None, "error",
+                                   f"Not run: asking for approval failed ({type(exc).__name__}).")
+
+    def _auto(self, req: Request) -> tuple[str, str | None, str] | None:
+        """(status, scope, message) when nobody needs to be asked."""
+        if req.level == "hardline":
+            return "forbidden", None, Decision.forbidden(req.reason).message
+        if self.cfg.mode == "off":
+            return "approved", "off", "Ran without asking (approvals.mode is off)."
+        if matches_allowlist(req.command, self.cfg.allow):
+            return "approved", "allow", "Ran without asking (listed in approvals.allow)."
+        if req.hash in self._always:
+            return "approved", "always", "Ran without asking (always approved earlier)."
+        if req.hash in self._grants.get(req.session_key, ()):
+            return "approved", "session", "Ran without asking (approved for this session earlier)."
+        if req.cron:
+            if self.cfg.cron_mode == "allow":
+                return "approved", "cron", "Ran without asking (approvals.cron_mode is allow)."
+            return "denied", None, ("Not run: denied — cron jobs have nobody to ask and approvals.cron_mode is "
+                                    "deny. Say in your answer that this step needs a person.")
+        return None
+
+    def _prompt_text(self, req: Request) -> str:
+        waiting = self.pending_in_chat(req.source.platform, req.source.chat_id)
+        hint = f"/approve {req.id}" if len(waiting) > 1 else "/approve"
+        return (f"⚠️ Approval needed (id {req.id})\n"
+                f"The agent wants to run:\n{fenced(req.display)}\n"
+                f"Why it asks: {req.reason}.\n"
+                f"Answer with the buttons, or {hint} (add `session` or `always`), or /deny. "
+                f"It is denied if nobody answers within {duration(self.timeout_seconds)}.")
+
+    async def _store_new(self, req: Request, status: str, scope: str | None, via: str | None) -> None:
+        await self.store.insert(dict(
+            id=req.id, session_key=req.session_key, platform=req.source.platform, chat_id=req.source.chat_id,
+            thread_id=req.source.thread_id, requested_by=req.source.user_id, turn_id=req.turn_id,
+            command=req.display, reason=req.reason, level=req.level, status=status, scope=scope,
+            decided_via=via, created_at=req.created_at, decided_at=time.time() if status != "pending" else None,
+            owner=self.instance.id,
+        ))
+        req.stored = True
+
+    # ---- deciding -------------------------------------------------------------------------------------
+
+    def _settle(self, req: Request, status: str, scope: str | None, by: Source | None, via: str,
+                message: str) -> bool:
+        """Synchronous, on the loop: the one place a request's outcome is fixed. False if already fixed."""
+        if req.future.done():
+            return False
+        self.pending.pop(req.id, None)
+        if scope == "session" and via != "auto":
+            self._grants.setdefault(req.session_key, set()).add(req.hash)
+        if scope == "always" and via != "auto":
+            self._always.add(req.hash)
+        self._settled[req.id] = (status, by.user_id if by is not None else None)
+        while len(self._settled) > 1000:
+            self._settled.popitem(last=False)
+        outcome = status if status in ("approved", "denied", "expired", "forbidden") else "denied"
+        req.future.set_result(Decision(outcome, message))  # type: ignore[arg-type]
+        return True
+
+    async def _decide(self, req: Request, status: str, scope: str | None, by: Source | None, via: str,
+                      message: str) -> bool:
+        if not self._settle(req, status, scope, by, via, message):
+            return False
+        by_name = who(by) if by is not None else None
+        log.info("approval_decided", approval_id=req.id, outcome=status, scope=scope, via=via, decided_by=by_name,
+                 command=req.display, session_key=req.session_key)
+        values = dict(status=status, scope=scope, decided_by=by.user_id if by else None, decided_via=via,
+                      decided_at=time.time())
+        try:
+            if not req.stored:
+                # The row is still being inserted (decided within milliseconds): let that land first.
+                for _ in range(100):
+                    if req.stored:
+                        break
+                    await asyncio.sleep(0.01)
+            await self.store.decide(req.id, values, req.session_key, req.hash, req.display)
+        except Exception:
+            log.exception("approval_store_failed", approval_id=req.id)
+        req.final_text = decided_text(req.display, status, scope, by_name, via, self.timeout_seconds)
+        adapter = self.adapters.get(req.source.platform)
+        if adapter is not None and req.prompt_message_id is not None:
+            await self._edit(adapter, req.source.chat_id, req.prompt_message_id, req.final_text, req.source.thread_id)
+        if status == "approved" and scope in ("session", "always") and via != "auto":
+            # The same command already waiting elsewhere (another call of the batch) is covered by this answer.
+            for other in [r for r in self.pending.values() if r.hash == req.hash
+                          and (scope == "always" or r.session_key == req.session_key)]:
+                await self._decide(other, "approved", scope, by, via, message)
+        return True
+
+    async def _edit(self, adapter: PlatformAdapter, chat_id: str, message_id: str, text: str,
+                    thread_id: str | None) -> None:
+        if not adapter.capabilities.edits:
+            return
+        try:
+            await adapter.edit(chat_id, message_id, adapter.render(text), buttons=[], thread_id=thread_id)
+        except Exception as exc:
+            log.warning("approval_prompt_edit_failed", platform=adapter.name, chat_id=chat_id, error=str(exc))
+
+    async def expire(self, req: Request) -> None:
+        await self._decide(req, "expired", None, None, "timeout", expired_message(self.timeout_seconds))
+
+    async def interrupted(self, req: Request) -> None:
+        if self.life.stopping:
+            # Shutting down: the row stays pending and is resolved (and the user told) after the restart.
+            self.pending.pop(req.id, None)
+            if not req.future.done():
+                req.future.set_result(Decision("denied", "Not run: Herald is restarting."))
+            return
+        await self._decide(req, "denied", None, None, "interrupted",
+                           "Not run: the turn was stopped before anyone approved it.")
+
+    def may_decide(self, req: Request, by: Source, trusted: bool = False) -> bool:
+        """The requester (if they may talk here), approvers and admins — and only from the prompt's chat."""
+        if by.platform != req.source.platform or by.chat_id != req.source.chat_id:
+            return False
+        if trusted or self.access.admin(by):
+            return True
+        if by.user_id in self.cfg.approvers.get(by.platform, []):
+            return True
+        # In an open group anyone may talk, but only someone on an allowlist (or paired) answers for a shell.
+        return by.user_id == req.source.user_id and self.access.known(by)
+
+    async def decide(self, approval_id: str, choice: str, by: Source, via: str, trusted: bool = False) -> str:
+        """A person's answer (button or command); returns the notice for them."""
+        req = self.pending.get(approval_id)
+        if req is None:
+            return await self._gone(approval_id)
+        if not self.may_decide(req, by, trusted):
+            log.info("approval_refused", approval_id=approval_id, user_id=by.user_id, platform=by.platform,
+                     chat_id=by.chat_id, choice=choice)
+            return ("You can't answer this approval: only the person who asked (if they may use this bot) or a "
+                    "configured approver can, in the chat where it was asked. Nothing was changed.")
+        scope = CHOICES[choice]
+        if scope == "deny":
+            message = (f"Not run: {who(by)} denied this command. Do not run it another way; ask the user "
+                       "what they want instead.")
+            ok = await self._decide(req, "denied", None, by, via, message)
+            done = "Denied."
+        else:
+            what = {"once": "once", "session": "for this session", "always": "always"}[scope]
+            ok = await self._decide(req, "approved", scope, by, via, f"Approved {what} by {who(by)}.")
+            done = f"Approved {what}."
+        return done if ok else await self._gone(approval_id)
+
+    async def _gone(self, approval_id: str) -> str:
+        if approval_id in self._settled:
+            status, by = self._settled[approval_id]
+            return f"This approval was already answered: {status}{f' by {by}' if by else ''}."
+        row = await self.store.status(approval_id)
+        if row is None or row[0] == "pending":
+            return "This approval is no longer active."
+        return f"This approval was already answered: {row[0]}{f' by {row[1]}' if row[1] else ''}."
+
+    async def handle_button(self, adapter: PlatformAdapter, press: ButtonPress) -> str | None:
+        parts = press.button_id.split(":")
+        if len(parts) != 3 or parts[2] not in CHOICES:
+            return "This button is no longer active."
+        return await self.decide(parts[1], parts[2], press.source, "button", adapter.trusted)
+
+    async def deny_session(self, session_key: str, via: str) -> int:
+        """/stop and /new: deny everything pending in this session."""
+        reqs = [r for r in list(self.pending.values()) if r.session_key == session_key]
+        why = "/stop" if via == "stop" else "/new"
+        for req in reqs:
+            await self._decide(req, "denied", None, None, via, f"Not run: denied — the user sent {why}.")
+        if via == "new":
+            self._grants.pop(session_key, None)
+            await self.store.drop_grants(session_key)
+        return len(reqs)
+
+    def pending_in_chat(self, platform: str, chat_id: str) -> list[Request]:
+        return [r for r in self.pending.values() if r.source.platform == platform and r.source.chat_id == chat_id]
+

@@ -1,0 +1,43 @@
+"""Answering approvals by typing: ``/approve [session|always] [id]`` and ``/deny [id]`` (the buttons' text
+fallback), and the button handler's registration."""
+
+from __future__ import annotations
+
+from gateway.approvals.broker import BUTTON_PREFIX, ApprovalBroker
+from gateway.commands import Command, CommandContext, CommandRegistry
+from gateway.ports import ButtonHandler
+
+
+async def _answer_from_chat(broker: ApprovalBroker, ctx: CommandContext, deny: bool) -> str:
+    source = ctx.message.source
+    scope, ident = "once", None
+    for part in ctx.args.split():
+        if not deny and part.lower() in ("once", "session", "always"):
+            scope = part.lower()
+        else:
+            ident = part.strip("`")
+    waiting = broker.pending_in_chat(ctx.adapter.name, source.chat_id)
+    if ident is None:
+        if not waiting:
+            return "Nothing is waiting for approval here."
+        ident = waiting[0].id
+    choice = "d" if deny else {"once": "o", "session": "s", "always": "a"}[scope]
+    notice = await broker.decide(ident, choice, source, "command", ctx.adapter.trusted)
+    left = [r.id for r in broker.pending_in_chat(ctx.adapter.name, source.chat_id)]
+    if left:
+        notice += f" Still waiting: {', '.join(left)} (/approve ID or /deny ID)."
+    return notice
+
+
+def register_approvals(broker: ApprovalBroker, registry: CommandRegistry, buttons: dict[str, ButtonHandler]) -> None:
+    buttons[BUTTON_PREFIX] = broker.handle_button
+
+    async def approve(ctx: CommandContext) -> str:
+        return await _answer_from_chat(broker, ctx, deny=False)
+
+    async def deny(ctx: CommandContext) -> str:
+        return await _answer_from_chat(broker, ctx, deny=True)
+
+    registry.add(Command("approve", "approve the waiting command (once, or for the session, or always)", approve,
+                         args_hint="[session | always] [id]"))
+    registry.add(Command("deny", "refuse the waiting command", deny, args_hint="[id]"))

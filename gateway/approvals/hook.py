@@ -1,0 +1,164 @@
+"""The thread side of an approval: the terminal tool, in a worker thread, asks and waits.
+
+``TurnHook`` is a turn's ``ToolContext.extras["approve"]``: calling it opens a request and blocks until a
+person answers, the wait times out (``approvals.timeout_seconds``) or the turn is stopped; ``open``/``wait``/
+``cancel`` let the terminal tool put every prompt of a batch of tool calls up at once. The request is handed
+to the loop with ``asyncio.run_coroutine_threadsafe``; the thread blocks on a ``concurrent.futures.Future``
+that only the loop resolves. While it waits, the turn gives its compute slot back (``turn_slot``), so a
+pile of pending approvals never holds up other chats, and it keeps the turn's watchdog quiet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import secrets
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from gateway.approvals.text import command_hash, expired_message
+from gateway.platforms.base import Source
+from tools.dangerous import Decision, Verdict
+
+POLL_SECONDS = 0.1
+
+
+@dataclass(eq=False)
+class Request:
+    id: str
+    command: str
+    display: str
+    reason: str
+    level: str
+    session_key: str
+    source: Source  # where the turn came from: the prompt goes there
+    turn_id: str | None
+    cron: bool
+    future: concurrent.futures.Future[Decision] = field(default_factory=concurrent.futures.Future)
+    created_at: float = field(default_factory=time.time)
+    prompt_message_id: str | None = None
+    stored: bool = False
+    final_text: str | None = None  # the prompt's edited text once decided
+    deadline: float = 0.0  # time.monotonic() when silence becomes "expired"
+
+    @property
+    def hash(self) -> str:
+        return command_hash(self.command)
+
+
+def new_id() -> str:
+    """64 bits of randomness: an approval id can't be guessed from another chat."""
+    return secrets.token_hex(8)
+
+
+class LoopSide(Protocol):
+    """What the thread side needs from the broker (which lives on the loop)."""
+
+    timeout_seconds: float
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None: ...
+
+    def display(self, command: str) -> str: ...
+
+    def begin(self, req: Request) -> Coroutine[Any, Any, None]: ...
+
+    def interrupted(self, req: Request) -> Coroutine[Any, Any, None]: ...
+
+    def expire(self, req: Request) -> Coroutine[Any, Any, None]: ...
+
+
+def _shutting_down() -> Decision:
+    return Decision("denied", "Not run: the gateway is shutting down, so nobody can approve it.")
+
+
+class TurnHook:
+    def __init__(self, broker: LoopSide, session_key: str, source: Source | None, turn_id: str | None) -> None:
+        self.broker, self.session_key, self.source, self.turn_id = broker, session_key, source, turn_id
+
+    def __call__(self, command: str, verdict: Verdict, ctx: Any) -> Decision:
+        """Ask, and block until answered, timed out or the turn is stopped."""
+        opened = self.open(command, verdict, ctx)
+        return opened if isinstance(opened, Decision) else self.wait(opened, ctx)
+
+    def open(self, command: str, verdict: Verdict, ctx: Any) -> Request | Decision:
+        """Show the prompt without waiting for it (``wait`` does); a Decision when nobody can be asked."""
+        loop = self.broker.loop
+        extras = getattr(ctx, "extras", {}) or {}
+        try:
+            on_loop = asyncio.get_running_loop() is loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:  # blocking here would freeze the loop that has to deliver the answer
+            return Decision("denied", "Not run: approval was requested from the event loop, where nobody can wait.")
+        source = self.source
+        cron = bool(extras.get("cron"))
+        if source is None:
+            source = Source("cron", self.session_key, "", chat_type="channel")
+            cron = True
+        req = Request(
+            id=new_id(), command=command, display=self.broker.display(command), reason=verdict.reason or "",
+            level=verdict.level, session_key=self.session_key, source=source, turn_id=self.turn_id, cron=cron,
+            deadline=time.monotonic() + self.broker.timeout_seconds,
+        )
+        if loop is None or loop.is_closed():
+            return _shutting_down()
+        try:
+            asyncio.run_coroutine_threadsafe(self.broker.begin(req), loop)
+        except RuntimeError:
+            return _shutting_down()
+        return req
+
+    def wait(self, req: Request, ctx: Any) -> Decision:
+        """Block until ``req`` is answered, times out or the turn is stopped."""
+        interrupt = getattr(ctx, "interrupt", None)
+        slot = (getattr(ctx, "extras", None) or {}).get("turn_slot")
+        if req.future.done():
+            return req.future.result()
+        if slot is not None:
+            slot.lend()
+        try:
+            return self._wait(req, ctx, interrupt)
+        finally:
+            if slot is not None:
+                slot.take_back(interrupt)
+
+    def _wait(self, req: Request, ctx: Any, interrupt: Any) -> Decision:
+        while True:
+            # A person has up to timeout_seconds to answer: keep the turn's inactivity watchdog quiet.
+            if hasattr(ctx, "heartbeat"):
+                ctx.heartbeat("waiting for approval")
+            remaining = req.deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                return req.future.result(timeout=min(POLL_SECONDS, remaining))
+            except TimeoutError:
+                pass
+            if interrupt is not None and interrupt.is_set():
+                return self._finish(req, self.broker.interrupted(req), Decision(
+                    "denied", "Not run: the turn was stopped before anyone approved it."))
+        return self._finish(req, self.broker.expire(req),
+                            Decision("expired", expired_message(self.broker.timeout_seconds)))
+
+    def cancel(self, req: Request) -> None:
+        """Withdraw a prompt whose command will not run (its turn ended first)."""
+        if not req.future.done():
+            self._finish(req, self.broker.interrupted(req), Decision(
+                "denied", "Not run: the turn was stopped before anyone approved it."))
+
+    def _finish(self, req: Request, coro: Coroutine[Any, Any, None], fallback: Decision) -> Decision:
+        """Have the loop settle ``req`` (unless a decision got there first) and return the outcome."""
+        loop = self.broker.loop
+        try:
+            assert loop is not None
+            asyncio.run_coroutine_threadsafe(coro, loop)
+        except Exception:
+            coro.close()
+            return fallback
+        try:
+            return req.future.result(timeout=5)
+        except Exception:
+            return fallback

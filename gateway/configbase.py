@@ -1,0 +1,46 @@
+"""The base of every config model: strict (an unknown key is an error naming its path), plus what every
+platform section has in common. Platform modules declare their own section on top of ``PlatformConfig``;
+gateway/config.py assembles ``platforms.*`` from the platform registry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+def _one_id(v: Any) -> Any:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(v)
+    return v.strip() if isinstance(v, str) else v
+
+
+def id_text(v: Any) -> Any:
+    """Platform ids are strings; YAML reads 123456789 as an int, which is accepted and converted."""
+    return [_one_id(x) for x in v] if isinstance(v, list) else _one_id(v)
+
+
+class PlatformConfig(StrictModel):
+    enabled: bool = False
+    # Where cron jobs delivering to this platform's name send their results: chat id, or chat_id:thread_id
+    # (percent-encode a ':' inside an id as %3A). /sethome in a chat overrides it.
+    home_chat: str | None = None
+
+    _home = field_validator("home_chat", mode="before")(id_text)
+
+
+class ChatPlatformConfig(PlatformConfig):
+    """A platform whose senders the gateway checks (every platform but the owner's web chat)."""
+
+    # User ids who may talk to the agent here (besides access.allowed_users and paired users).
+    allowed_users: list[str] = Field(default_factory=list)
+    # User ids who may also run commands that change things for others (/cron remove, /sethome, /pair).
+    admins: list[str] = Field(default_factory=list)
+    # When set, group chats and channels other than these are ignored (DMs are not affected).
+    allowed_channels: list[str] = Field(default_factory=list)
+
+    _ids = field_validator("allowed_users", "admins", "allowed_channels", mode="before")(id_text)

@@ -1,0 +1,174 @@
+"""The way in: ``accept`` (guard 1) and what follows it.
+
+``accept`` stores the message in the inbox (UNIQUE(platform, platform_message_id) drops a second copy),
+checks access and returns as soon as the row is durable, so the adapter can acknowledge its platform at
+once. It then schedules the dispatch itself: a command (guard 2) runs inline, reaching even a busy
+session; anything else joins the session's lane synchronously, so messages keep their arrival order.
+Button presses are taken the same way: ``press`` returns at once and the presser's notice follows through
+the adapter's ``answer_press``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from gateway.access import AccessControl
+from gateway.commands import CommandContext, CommandRegistry
+from gateway.config import Config
+from gateway.delivery import Delivery
+from gateway.instance import Instance
+from gateway.lanes import Lanes
+from gateway.platforms.base import (
+    Accepted,
+    ButtonPress,
+    InboundMessage,
+    OutboundMessage,
+    PlatformAdapter,
+    ShuttingDown,
+    Source,
+)
+from gateway.ports import ButtonHandler, Lifecycle, Notifier
+from gateway.session.keys import session_key
+from gateway.store import Store
+
+log = structlog.get_logger("herald.inbound")
+
+Denied = Callable[[PlatformAdapter, Source], None]
+
+
+class Inbound:
+    def __init__(self, cfg: Config, store: Store, access: AccessControl, commands: CommandRegistry, lanes: Lanes,
+                 delivery: Delivery, notifier: Notifier, instance: Instance, life: Lifecycle,
+                 counters: dict[str, int]) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.access = access
+        self.commands = commands
+        self.lanes = lanes
+        self.delivery = delivery
+        self.notifier = notifier
+        self.instance = instance
+        self.life = life
+        self.counters = counters
+        # Button id prefix -> handler; features that send buttons (approvals, ...) register here.
+        self.buttons: dict[str, ButtonHandler] = {}
+        self.on_denied: Denied = lambda _adapter, _source: None  # pairing answers strangers
+        # Per session, the last command started: the next one runs after it, so answers keep their order.
+        self._commands: dict[str, asyncio.Task[None]] = {}
+
+    def key_for(self, source: Source) -> str:
+        return session_key(source, self.cfg.sessions.per_user_in_groups)
+
+    # ---- messages --------------------------------------------------------------------------------
+
+    async def accept(self, adapter: PlatformAdapter, msg: InboundMessage) -> Accepted | None:
+        if self.life.stopping:
+            raise ShuttingDown()
+        if not msg.received_at:
+            msg.received_at = time.time()
+        key = self.key_for(msg.source)
+        inbox_id = await self.store.inbox_add(adapter.name, msg.platform_message_id, key, msg.to_dict(),
+                                              owner=self.instance.id, lease_until=self.instance.lease())
+        if inbox_id is None:
+            self.counters["messages_duplicate"] += 1
+            log.info("duplicate_dropped", platform=adapter.name, platform_message_id=msg.platform_message_id)
+            return None
+        if not self.access.allowed(msg.source, adapter.trusted):
+            self.counters["messages_denied"] += 1
+            await self.store.inbox_set(inbox_id, "denied")
+            log.info("sender_denied", platform=adapter.name, user_id=msg.source.user_id)
+            self.on_denied(adapter, msg.source)
+            return None
+        self.counters["messages_accepted"] += 1
+        item = Accepted(inbox_id, msg, key, self.commands.resolve(msg.command))
+        self.dispatch(adapter, item)
+        return item
+
+    def dispatch(self, adapter: PlatformAdapter, item: Accepted) -> None:
+        """Commands inline (they must reach a busy session), everything else into the session's lane."""
+        if item.command is None:
+            self.lanes.submit(adapter, item)
+            return
+        before = self._commands.get(item.key)
+        task = self.life.spawn(self._command_after(before, adapter, item), name=f"command:{item.command.name}")
+        self._commands[item.key] = task
+        task.add_done_callback(lambda done, key=item.key: self._commands.pop(key, None)
+                               if self._commands.get(key) is done else None)
+
+    async def _command_after(self, before: asyncio.Task[None] | None, adapter: PlatformAdapter,
+                             item: Accepted) -> None:
+        if before is not None:
+            await asyncio.wait({before})
+        await self.run_command(adapter, item)
+
+    async def run_command(self, adapter: PlatformAdapter, item: Accepted) -> None:
+        assert item.command is not None
+        call = item.command
+        source = item.msg.source
+        structlog.contextvars.bind_contextvars(session_key=item.key, platform=adapter.name)
+        try:
+            command = self.commands.lookup(call.name)
+            admin = self.access.admin(source, adapter.trusted)
+            if command is None:
+                reply: str | None = f"Unknown command /{call.name}. /help lists the commands."
+            elif not command.available_on(adapter.name):
+                reply = f"/{command.name} is not available here."
+            elif command.admin_only and not admin:
+                reply = f"/{command.name} is for admins only."
+            else:
+                reply = await command.handler(CommandContext(adapter, item.msg, item.key, call.args, admin))
+            await self.store.inbox_set(item.inbox_id, "done", expected="pending")
+            if reply:
+                await self._reply(adapter, item, reply)
+        except Exception as exc:
+            log.exception("command_failed", command=call.name)
+            await self.store.inbox_set(item.inbox_id, "failed", error=str(exc), expected="pending")
+            await self._reply(adapter, item, f"/{call.name} failed: {type(exc).__name__}. Details are in the log.")
+        finally:
+            structlog.contextvars.unbind_contextvars("session_key", "platform")
+
+    async def _reply(self, adapter: PlatformAdapter, item: Accepted, text: str) -> None:
+        msg = item.msg
+        native = bool(msg.command and msg.command.native)
+        out = OutboundMessage(text, thread_id=msg.source.thread_id, reply_handle=msg.reply_handle,
+                              ephemeral=native)
+        try:
+            await self.delivery.deliver(adapter, msg.source.chat_id, out)
+        except Exception as exc:
+            log.warning("command_reply_failed", platform=adapter.name, chat_id=msg.source.chat_id, error=str(exc))
+
+    # ---- button presses ---------------------------------------------------------------------------
+
+    def press(self, adapter: PlatformAdapter, press: ButtonPress) -> None:
+        self.life.spawn(self._press(adapter, press), name="press")
+
+    async def _press(self, adapter: PlatformAdapter, press: ButtonPress) -> None:
+        notice: str | None
+        try:
+            notice = await self.pressed(adapter, press)
+        except Exception as exc:
+            log.exception("button_failed", button_id=press.button_id)
+            notice = f"That did not work ({type(exc).__name__})."
+        try:
+            shown = await adapter.answer_press(press, notice)
+        except Exception as exc:
+            log.info("press_answer_failed", platform=adapter.name, error=str(exc))
+            shown = False
+        if notice and not shown:
+            await self.notifier.notify(press.source, notice)
+
+    async def pressed(self, adapter: PlatformAdapter, press: ButtonPress) -> str | None:
+        """The notice for whoever pressed."""
+        if not self.access.allowed(press.source, adapter.trusted):
+            log.info("button_denied", platform=adapter.name, user_id=press.source.user_id)
+            return "You are not allowed to use this bot."
+        handler = self.buttons.get(press.button_id.split(":", 1)[0])
+        if handler is None:
+            return "This button is no longer active."
+        result: Any = await handler(adapter, press)
+        return result

@@ -1,0 +1,191 @@
+"""Session lanes: each session key has a FIFO of accepted messages and at most one running turn.
+
+A message for an idle session starts a turn at once; one for a busy session waits its turn (``busy_mode:
+queue``, the sender is told) or replaces the running turn (``interrupt``). The queue is bounded
+(``gateway.max_queue``): past it the sender is told plainly and the message is marked rejected, never
+silently dropped. Lanes disappear when they are empty and idle. One watchdog ends turns that make no
+progress for ``gateway.turn_timeout_seconds``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from gateway.config import GatewayConfig
+from gateway.instance import Instance
+from gateway.platforms.base import Accepted, InboundMessage, PlatformAdapter
+from gateway.ports import Lifecycle, Notifier
+from gateway.store import Store
+
+log = structlog.get_logger("herald.lanes")
+
+
+@dataclass(eq=False)
+class Turn:
+    id: str
+    key: str
+    item: Accepted
+    interrupt: Any  # threading.Event
+    abandoned: asyncio.Future[str]
+    started: float
+    last_activity: float
+    last_step: str = "starting"
+
+    def abandon(self, reason: str) -> bool:
+        self.interrupt.set()
+        if self.abandoned.done():
+            return False
+        self.abandoned.set_result(reason)
+        return True
+
+
+@dataclass(eq=False)
+class Lane:
+    key: str
+    queue: deque[Accepted] = field(default_factory=deque)
+    turn: Turn | None = None
+    task: asyncio.Task[None] | None = None
+
+
+RunTurn = Callable[[Lane, Accepted], Awaitable[None]]
+
+
+class Lanes:
+    def __init__(self, cfg: GatewayConfig, store: Store, notifier: Notifier, life: Lifecycle, instance: Instance,
+                 counters: dict[str, int]) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.notifier = notifier
+        self.life = life
+        self.instance = instance
+        self.counters = counters
+        self.lanes: dict[str, Lane] = {}
+        self.run_turn: RunTurn | None = None  # the turn executor's ``run``, set when it is built
+
+    def lane(self, key: str) -> Lane | None:
+        return self.lanes.get(key)
+
+    # ---- in --------------------------------------------------------------------------------------
+
+    def submit(self, adapter: PlatformAdapter, item: Accepted, notify: bool = True) -> None:
+        """Queue a persisted message (synchronously, so messages keep their order); notices go out after."""
+        lane = self.lanes.get(item.key)
+        if lane is None:
+            lane = self.lanes[item.key] = Lane(item.key)
+        busy = lane.turn is not None or bool(lane.queue) or lane.task is not None
+        source = item.msg.source
+        if busy and len(lane.queue) >= self.cfg.max_queue:
+            self.counters["queue_rejected"] += 1
+            waiting = len(lane.queue)
+            self.life.spawn(self._reject(item, waiting), name="lane:reject")
+            return
+        lane.queue.append(item)
+        if busy and notify:
+            if self.cfg.busy_mode == "interrupt" and lane.turn is not None:
+                if lane.turn.abandon("superseded"):
+                    self._tell(source, "⏹ Stopped the previous turn to answer your new message.")
+            elif lane.turn is not None:
+                self._tell(source, f"⏳ Queued ({len(lane.queue)} waiting) — I'll answer after the current reply.")
+        if lane.task is None:
+            lane.task = asyncio.create_task(self._drain(lane), name=f"lane:{lane.key}")
+
+    def _tell(self, source: Any, text: str) -> None:
+        self.life.spawn(self.notifier.notify(source, text), name="lane:notice")
+
+    async def _reject(self, item: Accepted, waiting: int) -> None:
+        await self.store.inbox_set(item.inbox_id, "rejected", error="queue full", expected="pending")
+        await self.notifier.notify(item.msg.source,
+                                   f"⚠️ {waiting} messages are already waiting, so I did not take this one. "
+                                   "Send it again once I have caught up (/queue shows the waiting ones).")
+
+    async def _drain(self, lane: Lane) -> None:
+        assert self.run_turn is not None
+        try:
+            while lane.queue and not self.life.stopping:
+                item = lane.queue.popleft()
+                try:
+                    await self.run_turn(lane, item)
+                except Exception:
+                    log.exception("turn_crashed", session_key=lane.key)
+                    await self.store.inbox_set(item.inbox_id, "failed", error="internal error",
+                                               expected=("pending", "replied"))
+        finally:
+            lane.task = None
+            if not lane.queue and lane.turn is None and self.lanes.get(lane.key) is lane:
+                del self.lanes[lane.key]
+
+    # ---- what commands see (gateway.ports.TurnControl) -----------------------------------------------
+
+    def stop_turn(self, key: str) -> bool:
+        lane = self.lanes.get(key)
+        return bool(lane and lane.turn and lane.turn.abandon("stopped"))
+
+    def busy(self, key: str) -> tuple[float, str] | None:
+        lane = self.lanes.get(key)
+        if lane is None or lane.turn is None:
+            return None
+        return time.monotonic() - lane.turn.started, lane.turn.last_step
+
+    def queued(self, key: str) -> list[str]:
+        lane = self.lanes.get(key)
+        return [item.msg.text for item in lane.queue] if lane else []
+
+    async def clear_queue(self, key: str) -> int:
+        lane = self.lanes.get(key)
+        if not lane:
+            return 0
+        dropped = list(lane.queue)
+        lane.queue.clear()
+        for item in dropped:
+            await self.store.inbox_set(item.inbox_id, "cancelled", error="cleared by /queue clear", expected="pending")
+        return len(dropped)
+
+    async def enqueue(self, adapter: PlatformAdapter, msg: InboundMessage, key: str) -> int | None:
+        """``/queue <text>``: a follow-up of its own (its own inbox row), queued whatever busy_mode says."""
+        row = await self.store.inbox_add(adapter.name, msg.platform_message_id + ":queued", key, msg.to_dict(),
+                                         owner=self.instance.id, lease_until=self.instance.lease())
+        if row is None:
+            return None
+        self.submit(adapter, Accepted(row, msg, key), notify=False)
+        lane = self.lanes.get(key)
+        return len(lane.queue) if lane else 0
+
+    # ---- upkeep ----------------------------------------------------------------------------------
+
+    def running(self) -> int:
+        return sum(1 for lane in self.lanes.values() if lane.turn is not None)
+
+    def waiting(self) -> int:
+        return sum(len(lane.queue) for lane in self.lanes.values())
+
+    async def watchdog(self) -> None:
+        """One timer for all turns: end any turn with no progress for turn_timeout_seconds."""
+        limit = self.cfg.turn_timeout_seconds
+        period = max(0.05, min(5.0, limit / 4))
+        while True:
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            for lane in list(self.lanes.values()):
+                turn = lane.turn
+                if turn is not None and now - turn.last_activity > limit:
+                    log.warning("turn_stuck", session_key=lane.key, last_step=turn.last_step)
+                    turn.abandon("timeout")
+
+    async def drain(self, timeout: float) -> None:
+        """Shutdown: let running turns finish for up to ``timeout``, then cut the rest."""
+        drains = [lane.task for lane in self.lanes.values() if lane.task]
+        if not drains:
+            return
+        _, pending = await asyncio.wait(drains, timeout=timeout)
+        for lane in self.lanes.values():
+            if lane.turn is not None:
+                lane.turn.abandon("shutdown")
+        if pending:
+            await asyncio.wait(pending, timeout=10)

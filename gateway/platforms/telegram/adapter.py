@@ -1,0 +1,293 @@
+"""Telegram through python-telegram-bot's ``Bot`` (Bot API over HTTP): the adapter's lifecycle, long polling
+and the webhook. Normalising lives in inbound.py, sending in outbound.py, PTB's HTTP in transport.py.
+
+Long polling is done here, not by PTB's ``Updater``: the Updater confirms an update (asks for the next
+offset) as soon as it has queued it, before anyone persisted it. Here a batch from ``getUpdates`` is
+normalised, every message is ``accept``ed (durable in the inbox when that returns), and only then does the
+next ``getUpdates`` carry the higher offset that confirms them to Telegram. A crash before that point makes
+Telegram hand the same updates out again, and the inbox drops the ones it already has (platform message id
+``<chat_id>/<message_id>``): nothing lost, nothing answered twice. Webhook mode answers Telegram's POST
+only after the same persistence, so a failure there makes Telegram redeliver. The gateway dispatches
+accepted messages itself, so a chat waiting out a 429 never holds up polling for the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import random
+import re
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from aiohttp import web
+
+from gateway.config import secret
+from gateway.platforms.base import (
+    AdapterContext,
+    Button,
+    ButtonPress,
+    Capabilities,
+    OutboundMessage,
+    PlatformAdapter,
+    ShuttingDown,
+)
+from gateway.platforms.telegram.inbound import TelegramInbound
+from gateway.platforms.telegram.outbound import MAX_UTF16, TelegramOutbound
+from gateway.platforms.telegram.transport import file_base_url, make_request, retry_seconds
+
+if TYPE_CHECKING:
+    from telegram import Bot, Update
+
+    from gateway.platforms.telegram.config import TelegramConfig
+
+log = structlog.get_logger("herald.telegram")
+
+POLL_TIMEOUT = 25
+ALLOWED_UPDATES = ["message", "callback_query"]
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+_COMMAND_NAME = re.compile(r"[a-z0-9_]{1,32}")
+
+
+class TelegramAdapter(PlatformAdapter):
+    name = "telegram"
+    capabilities = Capabilities(max_message_length=MAX_UTF16, dialect="markdown", buttons=True, edits=True,
+                                threads=True, typing=True)
+    prompt_hint = ("You are talking on Telegram. Your Markdown is shown formatted (bold, italic, code, code "
+                   "blocks, links, quotes); tables show as plain text, so prefer lists.")
+
+    def __init__(self, ctx: AdapterContext) -> None:
+        super().__init__(ctx)
+        self.cfg: TelegramConfig = ctx.config
+        self.bot: Bot | None = None
+        self.username: str = ""
+        self.inbound = TelegramInbound(self.name, self.cfg, self.gateway, ctx.media_dir, lambda: self.bot)
+        self.outbound = TelegramOutbound(lambda: self.bot)
+        self._offset: int | None = None
+        self._confirmed: int | None = None
+        self._poller: asyncio.Task[None] | None = None
+        self._closed: asyncio.Future[None] | None = None
+        self._webhook_secret: str | None = None
+        self._answering: set[asyncio.Task[bool]] = set()
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        from telegram import Bot
+
+        token = secret(self.cfg.token_env)
+        if not token:
+            raise RuntimeError(f"platforms.telegram is enabled but the bot token is not set: put it in the "
+                               f"environment variable {self.cfg.token_env} (or $HERALD_HOME/.env)")
+        base_url = self.cfg.base_url or "https://api.telegram.org/bot"
+        bot = Bot(
+            token, base_url=base_url, base_file_url=file_base_url(base_url),
+            request=make_request(pool_size=256, read_s=30),
+            get_updates_request=make_request(pool_size=2, read_s=POLL_TIMEOUT + 10),
+        )
+        try:
+            await bot.initialize()  # getMe: checks the token
+        except Exception:
+            await bot.shutdown()
+            raise
+        self.bot = bot
+        self.inbound.bot_id = bot.bot.id
+        self.inbound.username = self.username = bot.bot.username or ""
+        self._closed = asyncio.get_running_loop().create_future()
+        await self._set_commands()
+        if self.cfg.mode == "webhook":
+            if not self.cfg.public_url:
+                raise RuntimeError("platforms.telegram.mode is webhook but platforms.telegram.public_url is not set")
+            self._webhook_secret = self._secret_token(token)
+            url = self.cfg.public_url.rstrip("/") + self.cfg.webhook_path
+            await bot.set_webhook(url, secret_token=self._webhook_secret, allowed_updates=ALLOWED_UPDATES)
+            log.info("telegram_webhook_set", url=url, bot=self.username)
+        else:
+            # getUpdates refuses to work while a webhook is set; pending updates are kept.
+            await bot.delete_webhook(drop_pending_updates=False)
+            self._poller = asyncio.create_task(self._poll(), name="telegram:poll")
+            log.info("telegram_polling", bot=self.username)
+
+    async def stop(self) -> None:
+        self.outbound.stop()
+        poller, self._poller = self._poller, None
+        if poller is not None:
+            poller.cancel()
+            await asyncio.gather(poller, return_exceptions=True)
+        bot, self.bot = self.bot, None
+        if bot is not None:
+            if self._offset is not None and self._offset != self._confirmed:
+                # Everything below the offset is in the inbox: tell Telegram, so a restart starts clean.
+                try:
+                    await bot.get_updates(offset=self._offset, timeout=0, limit=1, read_timeout=5)
+                    self._confirmed = self._offset
+                except Exception as exc:
+                    log.debug("telegram_confirm_failed", error=str(exc))
+            try:
+                await bot.shutdown()
+            except Exception as exc:
+                log.debug("telegram_shutdown_failed", error=str(exc))
+        if self._closed is not None and not self._closed.done():
+            self._closed.cancel()
+        self._webhook_secret = None
+
+    def credentials(self) -> list[tuple[str, str]]:
+        token = secret(self.cfg.token_env)
+        return [("telegram", token)] if token else []
+
+    async def wait_closed(self) -> None:
+        assert self._closed is not None
+        await asyncio.shield(self._closed)
+
+    def _secret_token(self, token: str) -> str:
+        configured = secret(self.cfg.webhook_secret_env)
+        if configured:
+            return configured
+        return hmac.new(token.encode(), b"herald-telegram-webhook", hashlib.sha256).hexdigest()
+
+    async def _set_commands(self) -> None:
+        from telegram import BotCommand
+
+        menu = self.gateway.command_menu(self.name)
+        self.inbound.command_names = frozenset(name for name, _ in menu)
+        commands = [BotCommand(name, (desc or name)[:256]) for name, desc in menu
+                    if _COMMAND_NAME.fullmatch(name)][:100]
+        try:
+            assert self.bot is not None
+            await self.bot.set_my_commands(commands)
+        except Exception as exc:  # a menu is a nicety: never a reason not to connect
+            log.warning("telegram_commands_failed", error=f"{type(exc).__name__}: {exc}")
+
+    # ---- polling ---------------------------------------------------------------------------------
+
+    async def _poll(self) -> None:
+        from telegram import error as tg
+
+        delay = 1.0
+        while True:
+            bot = self.bot
+            if bot is None:
+                return
+            try:
+                updates = await bot.get_updates(offset=self._offset, timeout=POLL_TIMEOUT,
+                                                allowed_updates=ALLOWED_UPDATES, read_timeout=POLL_TIMEOUT + 10)
+                self._confirmed = self._offset
+            except asyncio.CancelledError:
+                raise
+            except (tg.InvalidToken, tg.Forbidden) as exc:
+                self._die(exc)
+                return
+            except (tg.NetworkError, tg.Conflict, tg.RetryAfter) as exc:
+                wait = retry_seconds(exc) if isinstance(exc, tg.RetryAfter) else delay
+                self.state, self.last_error = "retrying", f"{type(exc).__name__}: {exc}"
+                log.warning("telegram_poll_failed", error=self.last_error, retry_in=round(wait, 1))
+                await asyncio.sleep(wait * (0.8 + random.random() * 0.4))
+                delay = min(delay * 2, 30.0)
+                continue
+            except Exception as exc:
+                self._die(exc)
+                return
+            if self.state != "connected":
+                self.state, self.last_error = "connected", None
+                log.info("telegram_poll_resumed")
+            delay = 1.0
+            if not updates:
+                continue
+            done = await self._process(updates)
+            if done:
+                self._offset = updates[done - 1].update_id + 1
+            if done < len(updates):
+                # The inbox could not take one: leave it (and the rest) unconfirmed and try again shortly.
+                if self.runner.stopping:
+                    return
+                await asyncio.sleep(1.0)
+
+    def _die(self, exc: BaseException) -> None:
+        log.error("telegram_poll_stopped", error=f"{type(exc).__name__}: {exc}")
+        if self._closed is not None and not self._closed.done():
+            self._closed.set_exception(exc)
+
+    async def _process(self, updates: list[Update]) -> int:
+        """Normalise and accept updates in order; returns how many leading ones are safely taken."""
+        normalised = await asyncio.gather(*(self.inbound.normalise(u) for u in updates), return_exceptions=True)
+        for index, (update, item) in enumerate(zip(updates, normalised, strict=True)):
+            if isinstance(item, BaseException):
+                # A bug in normalising one update must not wedge the chat: log it and move on.
+                log.error("telegram_update_failed", update_id=update.update_id, error=f"{type(item).__name__}: {item}")
+                continue
+            if item is None:
+                continue
+            if isinstance(item, ButtonPress):
+                self._take_press(item)
+                continue
+            try:
+                await self.accept(item)
+            except ShuttingDown:
+                return index
+            except Exception as exc:
+                log.error("telegram_accept_failed", update_id=update.update_id, error=f"{type(exc).__name__}: {exc}")
+                return index
+        return len(updates)
+
+    def _take_press(self, press: ButtonPress) -> None:
+        button_id = self.outbound.button_id(press.button_id) if press.button_id else None
+        if button_id is None:  # a digest from before a restart, or a query without data
+            task = asyncio.create_task(self.answer_press(press, "This button is no longer active."
+                                                         if press.button_id else None))
+            self._answering.add(task)
+            task.add_done_callback(self._answering.discard)
+            return
+        self.press(ButtonPress(press.source, button_id, press.message_id, press.reply_handle))
+
+    async def answer_press(self, press: ButtonPress, notice: str | None) -> bool:
+        """The callback query's answer stops the client's spinner and shows the notice as a toast."""
+        query_id = (press.reply_handle or {}).get("callback_query_id")
+        if query_id is None or self.bot is None:
+            return False
+        try:
+            await self.bot.answer_callback_query(query_id, text=(notice or None) and notice[:200])
+        except Exception as exc:
+            log.info("telegram_answer_failed", error=str(exc))
+            return False
+        return True
+
+    # ---- webhook ---------------------------------------------------------------------------------
+
+    def http_routes(self) -> list[Any]:
+        if self.cfg.mode != "webhook":
+            return []
+        return [web.post(self.cfg.webhook_path, self._webhook)]
+
+    async def _webhook(self, request: web.Request) -> web.Response:
+        expected = self._webhook_secret
+        if expected is None or self.bot is None:
+            return web.json_response({"error": "not connected yet"}, status=503)
+        supplied = request.headers.get(SECRET_HEADER, "")
+        if not hmac.compare_digest(supplied.encode(), expected.encode()):
+            return web.json_response({"error": "wrong or missing secret token"}, status=401)
+        from telegram import Update
+
+        try:
+            update = Update.de_json(await request.json(), self.bot)
+        except Exception:
+            return web.json_response({"error": "body must be a Telegram update"}, status=400)
+        done = await self._process([update])
+        # Non-2xx makes Telegram redeliver: only answer OK once the update is in the inbox.
+        return web.json_response({"ok": done == 1}, status=200 if done == 1 else 503)
+
+    # ---- outbound --------------------------------------------------------------------------------
+
+    def measure(self, text: str) -> int:
+        return self.outbound.measure(text)
+
+    async def send(self, chat_id: str, text: str, message: OutboundMessage, *,
+                   idempotency_key: str | None = None) -> list[str]:
+        return await self.outbound.send(chat_id, text, message)
+
+    async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None = None,
+                   *, thread_id: str | None = None) -> None:
+        await self.outbound.edit(chat_id, message_id, text, buttons)
+
+    async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
+        self.outbound.typing(chat_id, thread_id)

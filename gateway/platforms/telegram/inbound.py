@@ -1,0 +1,180 @@
+"""Telegram inbound: an ``Update`` becomes an ``InboundMessage`` or a ``ButtonPress`` (or nothing).
+
+DMs, groups (when the bot is mentioned, replied to, or addressed with ``/cmd@ThisBot``; everything with
+``require_mention: false``) and forum topics (the topic is the thread). ``/name args`` fills
+``InboundMessage.command`` by syntax; whether ``name`` is a command is the gateway's call (an unknown name is
+prose for the model). Photos, documents, voice notes, audio and video of people who may talk to the agent
+are downloaded to the media folder; a stranger's never are.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from gateway.platforms.base import ButtonPress, Gateway, InboundMessage, Source, parse_text_command
+
+if TYPE_CHECKING:
+    from telegram import Bot, Message, Update
+
+    from gateway.platforms.telegram.config import TelegramConfig
+
+log = structlog.get_logger("herald.telegram")
+
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+# Content a person can send that we don't open: the agent gets a short note instead.
+_UNSUPPORTED = ("sticker", "poll", "location", "venue", "contact", "dice", "game", "animation", "video_note",
+                "story", "invoice")
+
+
+class TelegramInbound:
+    def __init__(self, name: str, cfg: TelegramConfig, gateway: Gateway, media_dir: Path,
+                 bot: Callable[[], Bot | None]) -> None:
+        self.name = name
+        self.cfg = cfg
+        self.gateway = gateway
+        self.media_dir = media_dir
+        self._bot = bot
+        self.username = ""
+        self.bot_id: int | None = None
+        self.command_names: frozenset[str] = frozenset()  # the gateway's commands here, known at start
+
+    async def normalise(self, update: Update) -> InboundMessage | ButtonPress | None:
+        if update.callback_query is not None:
+            return self.press(update)
+        msg = update.message
+        if msg is None or msg.from_user is None or msg.from_user.is_bot:
+            return None
+        chat = msg.chat
+        if chat.type == "private":
+            chat_type = "dm"
+        elif chat.type in ("group", "supergroup"):
+            chat_type = "group"
+        else:
+            return None
+        text = msg.text or msg.caption or ""
+        if chat_type == "group" and not self._addressed(msg):
+            return None
+        text = self._strip_mention(text)
+        parsed = parse_text_command(text)
+        if parsed is not None:
+            call, addressee = parsed
+            if addressee is not None and addressee.lower() != self.username.lower():
+                return None  # /cmd@OtherBot
+            command: Any = call
+        else:
+            command = None
+        user = msg.from_user
+        source = Source(
+            platform=self.name, chat_id=str(chat.id), user_id=str(user.id), chat_type=chat_type,
+            thread_id=str(msg.message_thread_id) if msg.is_topic_message and msg.message_thread_id else None,
+            user_name=user.username or user.full_name,
+        )
+        attachments: list[str] = []
+        note = await self._media(msg, source, attachments)
+        if note:
+            text = f"{text}\n{note}" if text else note
+        if not text.strip() and not attachments:
+            return None  # service messages (joins, pins, topic edits)
+        reply_to = None
+        if msg.reply_to_message is not None and not msg.reply_to_message.forum_topic_created:
+            reply_to = f"{chat.id}/{msg.reply_to_message.message_id}"
+        return InboundMessage(source=source, text=text, platform_message_id=f"{chat.id}/{msg.message_id}",
+                              attachments=attachments, reply_to=reply_to, received_at=time.time(), command=command)
+
+    def _addressed(self, msg: Message) -> bool:
+        """In a group: mentions the bot, replies to it, or is a command (``/cmd`` or ``/cmd@ThisBot``)."""
+        text = msg.text or msg.caption or ""
+        parsed = parse_text_command(text)
+        if parsed is not None and parsed[1] is not None:
+            return parsed[1].lower() == self.username.lower()
+        if parsed is not None and parsed[0].name in self.command_names:
+            return True  # "/status" in a group; "/etc is full" without a mention is not for us
+        if not self.cfg.require_mention:
+            return True
+        me = f"@{self.username}".lower()
+        for entity, value in (msg.parse_entities() or msg.parse_caption_entities()).items():
+            if entity.type == "mention" and value.lower() == me:
+                return True
+            if entity.type == "text_mention" and entity.user is not None and entity.user.id == self.bot_id:
+                return True
+        reply = msg.reply_to_message
+        return bool(reply is not None and reply.from_user is not None and reply.from_user.id == self.bot_id
+                    and not reply.forum_topic_created)
+
+    def _strip_mention(self, text: str) -> str:
+        """A leading ``@ThisBot`` mention is dropped (``/cmd@ThisBot`` is parsed as a command)."""
+        me = f"@{self.username}"
+        if self.username and text[: len(me)].lower() == me.lower():
+            return text[len(me):].lstrip(" ,:")
+        return text
+
+    async def _media(self, msg: Message, source: Source, attachments: list[str]) -> str | None:
+        """Download photo/document/voice/audio/video to the media dir; returns a note for the agent."""
+        kind, obj, name = None, None, None
+        if msg.photo:
+            kind, obj = "photo", msg.photo[-1]
+            name = "photo.jpg"
+        elif msg.document is not None:
+            kind, obj, name = "document", msg.document, msg.document.file_name or "document"
+        elif msg.voice is not None:
+            kind, obj, name = "voice note", msg.voice, "voice.ogg"
+        elif msg.audio is not None:
+            kind, obj, name = "audio file", msg.audio, msg.audio.file_name or "audio"
+        elif msg.video is not None:
+            kind, obj, name = "video", msg.video, msg.video.file_name or "video.mp4"
+        if kind is None or obj is None:
+            for attr in _UNSUPPORTED:
+                value = getattr(msg, attr, None)
+                if value:
+                    if attr == "sticker":
+                        return f"[The user sent a sticker{' ' + value.emoji if value.emoji else ''}.]"
+                    if attr == "poll":
+                        return f"[The user sent a poll: {value.question}]"
+                    return f"[The user sent a {attr.replace('_', ' ')}, which I can't open here.]"
+            return None
+        if not self.gateway.may_talk(source):
+            return f"[{kind}]"  # strangers' files are never downloaded; the inbox denies the message anyway
+        cap = int(self.cfg.max_media_mb * 1024 * 1024)
+        size = getattr(obj, "file_size", None) or 0
+        if size > cap:
+            return (f"[The user sent a {kind} ({name}, {size / 1048576:.1f} MB) bigger than the "
+                    f"{self.cfg.max_media_mb:g} MB limit; it was not downloaded.]")
+        try:
+            bot = self._bot()
+            assert bot is not None
+            file = await bot.get_file(obj.file_id, read_timeout=30)
+            if file.file_size and file.file_size > cap:
+                return f"[The user sent a {kind} bigger than the {self.cfg.max_media_mb:g} MB limit.]"
+            os.makedirs(self.media_dir, exist_ok=True)
+            safe = _SAFE_NAME.sub("_", name)[-80:] or "file"
+            target = self.media_dir / f"tg-{source.chat_id}-{msg.message_id}-{safe}"
+            await file.download_to_drive(target, read_timeout=120)
+        except Exception as exc:
+            log.warning("telegram_media_failed", kind=kind, error=f"{type(exc).__name__}: {exc}")
+            return f"[The user sent a {kind} that could not be downloaded ({type(exc).__name__}).]"
+        attachments.append(str(target))
+        return None if msg.caption else f"[The user sent a {kind}.]"
+
+    def press(self, update: Update) -> ButtonPress | None:
+        """A callback query; its id is the reply handle (the adapter answers it with the notice)."""
+        query = update.callback_query
+        assert query is not None
+        message = query.message
+        handle = {"callback_query_id": query.id}
+        if message is None or query.data is None:
+            return ButtonPress(Source(self.name, "", str(query.from_user.id)), "", None, handle)
+        chat = message.chat
+        thread = getattr(message, "message_thread_id", None) if getattr(message, "is_topic_message", False) else None
+        source = Source(platform=self.name, chat_id=str(chat.id), user_id=str(query.from_user.id),
+                        chat_type="dm" if chat.type == "private" else "group",
+                        thread_id=str(thread) if thread else None,
+                        user_name=query.from_user.username or query.from_user.full_name)
+        return ButtonPress(source=source, button_id=query.data, message_id=str(message.message_id),
+                           reply_handle=handle)

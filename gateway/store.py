@@ -1,0 +1,355 @@
+"""The gateway's data, over ``gateway.db.Database``: sessions and their messages, the inbox (every platform
+message we accepted, de-duplicated by platform id, with the instance that owns it), the outbox (every chunk
+we send, before and after), and the chat log that the web chat serves.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import and_, bindparam, func, insert, select, update
+from sqlalchemy.engine import Connection
+
+from gateway.db import Database, is_unique_violation, op_all, op_exec, op_first
+from gateway.tables import chat_log, inbox, messages, outbox, sessions
+
+HISTORY_CACHE_SESSIONS = 256
+# The inbox states of a message not yet finished: "replied" has its answer stored, delivery is left.
+UNFINISHED = ("pending", "replied")
+
+
+class NotExpected(Exception):
+    """A conditional change found the row in another state (finished, or taken over by another instance)."""
+
+
+class Store(Database):
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        # The newest messages of recently active sessions, as each turn sends them to the model: loading
+        # and decoding them from the database every turn was a fifth of the per-message CPU. Appends go
+        # through ``append_messages`` (the only writer of ``messages``), which keeps these in step.
+        self._history: OrderedDict[str, tuple[int, list[dict[str, Any]]]] = OrderedDict()
+        self._history_loading: dict[str, bool] = {}  # session id -> an append raced its read
+
+    # ---- inbox -------------------------------------------------------------------------------
+
+    async def inbox_add(self, platform: str, platform_message_id: str, session_key: str, payload: dict[str, Any],
+                        owner: str | None = None, lease_until: float | None = None) -> int | None:
+        """Store an accepted message; ``None`` when this platform message was already taken."""
+        now = time.time()
+        params = {
+            "platform": platform, "platform_message_id": platform_message_id, "session_key": session_key,
+            "payload": payload, "status": "pending", "created_at": now, "updated_at": now,
+            "owner": owner, "lease_until": lease_until,
+        }
+
+        def op(conn: Connection) -> int:
+            return int(conn.execute(_INBOX_INSERT, params).inserted_primary_key[0])
+
+        try:
+            return await self.run_write(op)
+        except Exception as exc:
+            if is_unique_violation(exc):
+                return None
+            raise
+
+    async def inbox_set(self, inbox_id: int, status: str, *, reply: str | None = None, error: str | None = None,
+                        expected: str | tuple[str, ...] | None = None) -> bool:
+        """Move a row to ``status``; with ``expected``, only from that status (False if it was elsewhere)."""
+        values: dict[str, Any] = {"status": status, "updated_at": time.time()}
+        if reply is not None:
+            values["reply"] = reply
+        if error is not None:
+            values["error"] = error
+        stmt = _inbox_update(expected)
+        params = {"b_id": inbox_id, **_expected_params(expected), **values}
+        return bool(await self.run_write(lambda conn: conn.execute(stmt, params).rowcount))
+
+    async def inbox_unfinished(self, platform: str | None = None) -> list[dict[str, Any]]:
+        """Messages accepted and not finished, oldest first (all instances' rows)."""
+        where = inbox.c.status.in_(UNFINISHED)
+        if platform is not None:
+            where = and_(where, inbox.c.platform == platform)
+        return await self.run_read(op_all(select(inbox).where(where).order_by(inbox.c.id)))
+
+    async def inbox_claim(self, row: dict[str, Any], owner: str, lease_until: float) -> bool:
+        """Take an unfinished row over from its previous owner (as read in ``row``): only one instance wins."""
+        where = and_(inbox.c.id == row["id"], inbox.c.status == row["status"],
+                     inbox.c.owner.is_(None) if row["owner"] is None else inbox.c.owner == row["owner"])
+        stmt = update(inbox).where(where).values(owner=owner, lease_until=lease_until, updated_at=time.time())
+        return bool(await self.run_write(lambda conn: conn.execute(stmt).rowcount))
+
+    async def inbox_renew(self, owner: str, lease_until: float) -> int:
+        """Extend the lease of every unfinished row this instance owns."""
+        stmt = (update(inbox).where(and_(inbox.c.owner == owner, inbox.c.status.in_(UNFINISHED)))
+                .values(lease_until=lease_until))
+        return int(await self.run_write(lambda conn: conn.execute(stmt).rowcount))
+
+    async def inbox_get(self, inbox_id: int) -> dict[str, Any] | None:
+        return await self.run_read(op_first(select(inbox).where(inbox.c.id == inbox_id)))
+
+    async def turn_steps(self, inbox_id: int) -> tuple[str, int] | None:
+        """(session id, messages stored) of the turn answering ``inbox_id``, if it stored any."""
+        stmt = (select(messages.c.session_id, func.count()).where(messages.c.inbox_id == inbox_id)
+                .group_by(messages.c.session_id))
+        row = await self.run_read(lambda conn: conn.execute(stmt).first())
+        return (row[0], int(row[1])) if row else None
+
+    # ---- outbox ------------------------------------------------------------------------------
+
+    async def outbox_chunks(self, inbox_id: int) -> dict[int, dict[str, Any]]:
+        """The newest row of each chunk recorded for ``inbox_id``."""
+        rows = await self.run_read(op_all(
+            select(outbox.c.id, outbox.c.chunk_index, outbox.c.status)
+            .where(outbox.c.inbox_id == inbox_id).order_by(outbox.c.id)
+        ))
+        return {r["chunk_index"]: r for r in rows}
+
+    async def outbox_sent_chunks(self, inbox_id: int) -> set[int]:
+        return {i for i, r in (await self.outbox_chunks(inbox_id)).items() if r["status"] == "sent"}
+
+    async def outbox_begin(self, inbox_id: int, platform: str, chat_id: str, chunk_index: int,
+                           row_id: int | None = None) -> int:
+        """Mark a chunk ``sending`` before it goes out (a new row, or the one an earlier attempt left)."""
+        now = time.time()
+        if row_id is not None:
+            stmt = update(outbox).where(outbox.c.id == row_id).values(status="sending", error=None, updated_at=now)
+            await self.run_write(lambda conn: conn.execute(stmt))
+            return row_id
+        params = {"inbox_id": inbox_id, "platform": platform, "chat_id": chat_id, "chunk_index": chunk_index,
+                  "platform_message_id": None, "status": "sending", "error": None, "created_at": now,
+                  "updated_at": now}
+        return int(await self.run_write(lambda conn: conn.execute(_OUTBOX_INSERT, params).inserted_primary_key[0]))
+
+    async def outbox_finish(self, row_id: int, status: str, ids: list[str], error: str | None,
+                            inbox_id: int | None, finish_inbox: str | None) -> None:
+        """A chunk went out (or failed for good); with ``finish_inbox`` its message's row is finished in the
+        same commit."""
+        now = time.time()
+        stmts: list[Any] = [(_OUTBOX_UPDATE, {"b_id": row_id, "status": status, "error": error, "updated_at": now,
+                                              "platform_message_id": " ".join(ids) or None})]
+        if finish_inbox is not None and inbox_id is not None:
+            values: dict[str, Any] = {"status": finish_inbox, "updated_at": now}
+            if error is not None:
+                values["error"] = error
+            stmts.append((_inbox_update("replied"), {"b_id": inbox_id, "b_expected": "replied", **values}))
+        await self.run_write(op_exec(*stmts))
+
+    async def outbox_record(self, inbox_id: int | None, platform: str, chat_id: str, chunk_index: int,
+                            platform_message_id: str | None, status: str, error: str | None = None) -> None:
+        """Record a chunk that needs no before-and-after (a notice, not the answer to a message)."""
+        now = time.time()
+        await self.run_write(op_exec((_OUTBOX_INSERT, {
+            "inbox_id": inbox_id, "platform": platform, "chat_id": chat_id, "chunk_index": chunk_index,
+            "platform_message_id": platform_message_id, "status": status, "error": error, "created_at": now,
+            "updated_at": now,
+        })))
+
+    # ---- sessions and messages ---------------------------------------------------------------
+
+    async def session_active(self, key: str) -> dict[str, Any] | None:
+        return await self.run_read(op_first(
+            select(sessions)
+            .where(and_(sessions.c.key == key, sessions.c.ended_at.is_(None)))
+            .order_by(sessions.c.created_at.desc())
+            .limit(1)
+        ))
+
+    async def session_get(self, session_id: str) -> dict[str, Any] | None:
+        return await self.run_read(op_first(select(sessions).where(sessions.c.id == session_id)))
+
+    async def session_create(self, session_id: str, key: str, platform: str, system_prompt: str | None,
+                             parent_id: str | None = None) -> dict[str, Any]:
+        now = time.time()
+        row = {
+            "id": session_id, "key": key, "parent_id": parent_id, "platform": platform,
+            "system_prompt": system_prompt, "created_at": now, "updated_at": now,
+            "ended_at": None, "end_reason": None,
+        }
+        await self.run_write(op_exec(insert(sessions).values(**row)))
+        return row
+
+    async def session_end(self, session_id: str, reason: str) -> None:
+        await self.run_write(op_exec(
+            update(sessions)
+            .where(and_(sessions.c.id == session_id, sessions.c.ended_at.is_(None)))
+            .values(ended_at=time.time(), end_reason=reason)
+        ))
+
+    async def session_history(self, session_id: str, limit: int = 0) -> list[dict[str, Any]]:
+        """The session's messages in order; with ``limit``, the newest ``limit`` of them, starting at a user
+        message (a tool result without its call, or a call without its result, is invalid for the model)."""
+        if not limit:
+            params: dict[str, Any] = {"b_session": session_id}
+            return await self.run_read(lambda conn: [_to_openai(r) for r in conn.execute(_HISTORY, params)])
+        cached = self._history.get(session_id)
+        if cached is not None and cached[0] == limit:
+            self._history.move_to_end(session_id)
+            tail = cached[1]
+            return _from_user_message(tail[-limit:]) if len(tail) > limit else list(tail)
+        params = {"b_session": session_id, "b_limit": limit}
+        self._history_loading[session_id] = False
+        try:
+            newest = await self.run_read(
+                lambda conn: [_to_openai(r) for r in conn.execute(_HISTORY_TAIL, params)])
+        finally:
+            raced = self._history_loading.pop(session_id, True)
+        newest.reverse()
+        tail = _from_user_message(newest)
+        if not raced:  # an append during the read may or may not be in it: then don't keep it
+            self._history[session_id] = (limit, tail)
+            while len(self._history) > HISTORY_CACHE_SESSIONS:
+                self._history.popitem(last=False)
+        return list(tail)
+
+    async def session_count_messages(self, session_id: str) -> int:
+        stmt = select(func.count()).select_from(messages).where(messages.c.session_id == session_id)
+        return int(await self.run_read(lambda conn: conn.execute(stmt).scalar_one()))
+
+    async def append_messages(self, session_id: str, msgs: Iterable[dict[str, Any]],
+                              inbox_id: int | None = None, inbox_status: str | None = None,
+                              reply: str | None = None, expected: str | tuple[str, ...] = "pending") -> None:
+        """Persist messages of a turn (tagged with the inbox row they answer) and, with ``inbox_status``, move
+        that row on from ``expected``, in one transaction. Raises ``NotExpected`` (and stores nothing) when
+        the row is no longer in ``expected``: the message was finished or taken over elsewhere."""
+        now = time.time()
+        msgs = list(msgs)
+        rows = [
+            {
+                "session_id": session_id, "role": m["role"], "content": m.get("content"),
+                "tool_calls": m.get("tool_calls"), "tool_call_id": m.get("tool_call_id"), "created_at": now,
+                "inbox_id": inbox_id,
+            }
+            for m in msgs
+        ]
+        inbox_stmt: tuple[Any, dict[str, Any]] | None = None
+        if inbox_id is not None and inbox_status is not None:
+            values: dict[str, Any] = {"status": inbox_status, "updated_at": now}
+            if reply is not None:
+                values["reply"] = reply
+            inbox_stmt = (_inbox_update(expected), {"b_id": inbox_id, **_expected_params(expected), **values})
+        touch = {"b_id": session_id, "updated_at": now}
+
+        def op(conn: Connection) -> None:
+            if inbox_stmt is not None and not conn.execute(*inbox_stmt).rowcount:
+                raise NotExpected(f"inbox row {inbox_id} is no longer {expected}")
+            if rows:
+                conn.execute(_MESSAGES_INSERT, rows)
+            conn.execute(_SESSION_TOUCH, touch)
+
+        await self.run_write(op)
+        if session_id in self._history_loading:
+            self._history_loading[session_id] = True
+        cached = self._history.get(session_id)
+        if cached is not None:
+            limit, tail = cached
+            tail.extend(_openai_message(m) for m in msgs)
+            if len(tail) > 2 * limit:  # trimmed now and then, not on every append
+                tail[:] = _from_user_message(tail[-limit:])
+
+    # ---- chat log (web chat history) ---------------------------------------------------------
+
+    async def chat_log_add(self, platform: str, chat_id: str, message_id: str, role: str, text: str,
+                           buttons: list[dict[str, Any]] | None = None, user_id: str | None = None) -> bool:
+        now = time.time()
+        try:
+            await self.run_write(op_exec(insert(chat_log).values(
+                platform=platform, chat_id=chat_id, message_id=message_id, role=role, user_id=user_id,
+                text=text, buttons=buttons, created_at=now, updated_at=now,
+            )))
+            return True
+        except Exception as exc:
+            if is_unique_violation(exc):
+                return False
+            raise
+
+    async def chat_log_edit(self, platform: str, message_id: str, text: str | None,
+                            buttons: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+        values: dict[str, Any] = {"updated_at": time.time(), "buttons": buttons}
+        if text is not None:
+            values["text"] = text
+        where = and_(chat_log.c.platform == platform, chat_log.c.message_id == message_id)
+
+        def op(conn: Connection) -> dict[str, Any] | None:
+            conn.execute(update(chat_log).where(where).values(**values))
+            row = conn.execute(select(chat_log).where(where)).first()
+            return dict(row._mapping) if row else None
+
+        return await self.run_write(op)
+
+    async def chat_log_get(self, platform: str, message_id: str) -> dict[str, Any] | None:
+        return await self.run_read(op_first(
+            select(chat_log).where(and_(chat_log.c.platform == platform, chat_log.c.message_id == message_id))
+        ))
+
+    async def chat_log_list(self, platform: str, chat_id: str, limit: int = 500) -> list[dict[str, Any]]:
+        rows = await self.run_read(op_all(
+            select(chat_log)
+            .where(and_(chat_log.c.platform == platform, chat_log.c.chat_id == chat_id))
+            .order_by(chat_log.c.id.desc())
+            .limit(limit)
+        ))
+        rows.reverse()
+        return rows
+
+
+# Hot-path statements built once: parameters travel separately, so SQLAlchemy skips re-building (and
+# re-coercing) a statement per message and hits its compiled cache directly.
+_INBOX_INSERT = insert(inbox)
+_INBOX_UPDATE = update(inbox).where(inbox.c.id == bindparam("b_id"))
+_INBOX_UPDATE_FROM = _INBOX_UPDATE.where(inbox.c.status == bindparam("b_expected"))
+_OUTBOX_UPDATE = update(outbox).where(outbox.c.id == bindparam("b_id"))
+
+
+def _inbox_update(expected: str | tuple[str, ...] | None) -> Any:
+    if expected is None:
+        return _INBOX_UPDATE
+    if isinstance(expected, str):
+        return _INBOX_UPDATE_FROM
+    return _INBOX_UPDATE.where(inbox.c.status.in_(expected))
+
+
+def _expected_params(expected: str | tuple[str, ...] | None) -> dict[str, Any]:
+    return {"b_expected": expected} if isinstance(expected, str) else {}
+_OUTBOX_INSERT = insert(outbox)
+_MESSAGES_INSERT = insert(messages)
+_SESSION_TOUCH = update(sessions).where(sessions.c.id == bindparam("b_id"))
+_HISTORY = (
+    select(messages.c.role, messages.c.content, messages.c.tool_calls, messages.c.tool_call_id)
+    .where(messages.c.session_id == bindparam("b_session"))
+    .order_by(messages.c.id)
+)
+_HISTORY_TAIL = (
+    select(messages.c.role, messages.c.content, messages.c.tool_calls, messages.c.tool_call_id)
+    .where(messages.c.session_id == bindparam("b_session"))
+    .order_by(messages.c.id.desc())
+    .limit(bindparam("b_limit"))
+)
+
+
+def _from_user_message(msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    start = next((n for n, m in enumerate(msgs) if m["role"] == "user"), len(msgs))
+    return msgs[start:]
+
+
+def _openai_message(m: dict[str, Any]) -> dict[str, Any]:
+    """What ``_to_openai`` makes of the row ``append_messages`` writes for ``m``."""
+    msg: dict[str, Any] = {"role": m["role"], "content": m.get("content")}
+    if m.get("tool_calls"):
+        msg["tool_calls"] = m["tool_calls"]
+    if m.get("tool_call_id"):
+        msg["tool_call_id"] = m["tool_call_id"]
+    return msg
+
+
+def _to_openai(row: Any) -> dict[str, Any]:
+    msg: dict[str, Any] = {"role": row.role, "content": row.content}
+    if row.tool_calls:
+        msg["tool_calls"] = row.tool_calls if not isinstance(row.tool_calls, str) else json.loads(row.tool_calls)
+    if row.tool_call_id:
+        msg["tool_call_id"] = row.tool_call_id
+    return msg

@@ -1,0 +1,95 @@
+"""Keeping adapters up: each one is started under its credential locks, restarted with backoff when its
+connection dies or it fails to connect, while the others keep running. Once connected, what the adapter's
+platform left unfinished is recovered (gateway/recovery.py), then again every few seconds in case another
+instance dies."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import structlog
+
+from gateway.instance import RENEW_SECONDS, Instance
+from gateway.locks import CredentialLocked, CredentialLocks
+from gateway.platforms.base import PlatformAdapter
+from gateway.ports import Adapters, Lifecycle
+from gateway.recovery import Recovery
+
+log = structlog.get_logger("herald.supervisor")
+
+
+class Supervisor:
+    lock_retry_seconds = 3.0  # most time between retries while another process holds a credential
+
+    def __init__(self, adapters: Adapters, locks: CredentialLocks, recovery: Recovery, instance: Instance,
+                 life: Lifecycle) -> None:
+        self.adapters = adapters
+        self.locks = locks
+        self.recovery = recovery
+        self.instance = instance
+        self.life = life
+
+    def start(self) -> None:
+        for adapter in self.adapters.values():
+            self.life.spawn(self.supervise(adapter), name=f"adapter:{adapter.name}")
+        self.life.spawn(self._upkeep(), name="instance:upkeep")
+
+    async def supervise(self, adapter: PlatformAdapter) -> None:
+        delay = 1.0
+        while not self.life.stopping:
+            adapter.state = "starting"
+            try:
+                # Its credentials' locks first: a second process driving the same bot would steal its updates.
+                await self.locks.acquire(adapter.name, adapter.credentials())
+                await adapter.start()
+                adapter.state, adapter.last_error, delay = "connected", None, 1.0
+                log.info("adapter_connected", platform=adapter.name)
+                self.life.spawn(self._recover(adapter), name=f"recover:{adapter.name}")
+                await self.locks.watch(adapter.name, adapter.wait_closed())
+                raise ConnectionError("connection closed")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if self.life.stopping:
+                    return
+                locked = isinstance(exc, CredentialLocked)
+                adapter.state = "retrying"
+                adapter.last_error = str(exc) if locked else f"{type(exc).__name__}: {exc}"
+                if locked:
+                    # Retry soon: the holder may stop any moment, and this adapter should take over then.
+                    delay = min(delay, self.lock_retry_seconds)
+                log.warning("adapter_down", platform=adapter.name, error=adapter.last_error, retry_in=round(delay, 1))
+                try:
+                    await asyncio.wait_for(adapter.stop(), timeout=10)
+                except Exception:
+                    pass
+                await self.locks.release(adapter.name)
+                await asyncio.sleep(delay * (0.8 + random.random() * 0.4))
+                delay = min(delay * 2, self.lock_retry_seconds if locked else 300.0)
+
+    async def _recover(self, adapter: PlatformAdapter) -> None:
+        try:
+            await self.recovery.recover(adapter)
+        except Exception:
+            log.exception("recovery_failed", platform=adapter.name)
+
+    async def _upkeep(self) -> None:
+        """Renew this instance's heartbeat and leases; take over what gone instances left."""
+        while True:
+            await asyncio.sleep(RENEW_SECONDS)
+            try:
+                await self.instance.renew()
+                for adapter in self.adapters.values():
+                    if adapter.state == "connected":
+                        await self.recovery.recover(adapter)
+            except Exception:
+                log.exception("instance_upkeep_failed")
+
+    async def stop(self) -> None:
+        for adapter in self.adapters.values():
+            try:
+                await asyncio.wait_for(adapter.stop(), timeout=10)
+            except Exception as exc:
+                log.warning("adapter_stop_failed", platform=adapter.name, error=str(exc))
+            await self.locks.release(adapter.name)

@@ -1,0 +1,335 @@
+"""Running one turn: the session and its history, the agent in a worker thread, its steps journaled, the
+reply stored and delivered.
+
+The loop never waits on a thread: the agent's future is awaited together with the turn's ``abandoned``
+future; ``/stop``, ``busy_mode: interrupt``, the watchdog and shutdown resolve ``abandoned`` and set the
+turn's interrupt flag. At most ``gateway.max_concurrent_turns`` turns compute at once (``TurnSlots``); a
+turn waiting for a person (an approval) gives its slot back while it waits, so pending approvals never
+starve other chats.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import structlog
+
+from gateway.agents import AgentFactory
+from gateway.config import Config
+from gateway.delivery import Delivery
+from gateway.journal import TurnJournal
+from gateway.lanes import Lane, Turn
+from gateway.platforms.base import Accepted, InboundMessage, OutboundMessage, PlatformAdapter, Source
+from gateway.ports import Adapters, Notifier
+from gateway.session.manager import SessionManager
+from gateway.store import NotExpected, Store
+
+log = structlog.get_logger("herald.turns")
+
+NO_MODEL_TEXT = (
+    "No model is configured yet: set model.base_url, model.name and model.api_key_env in "
+    "config.yaml (any OpenAI-compatible endpoint), then restart Herald."
+)
+# Threads beyond the turn limit only ever wait for a person; this bounds how many can.
+MAX_WAITING_TURNS = 512
+
+
+class TurnSlots:
+    """``max_concurrent_turns`` slots; a turn holds one while it computes."""
+
+    def __init__(self, size: int) -> None:
+        self._sem = asyncio.Semaphore(size)
+        self.size = size
+
+    def slot(self, loop: asyncio.AbstractEventLoop) -> TurnSlot:
+        return TurnSlot(self._sem, loop)
+
+
+class TurnSlot:
+    """One turn's hold on a slot. Loop side: ``acquire``/``finish``; thread side: ``lend``/``take_back``."""
+
+    def __init__(self, sem: asyncio.Semaphore, loop: asyncio.AbstractEventLoop) -> None:
+        self._sem = sem
+        self._loop = loop
+        self._held = False
+        self._finished = False
+
+    async def acquire(self) -> None:
+        await self._sem.acquire()
+        if self._finished:  # the turn ended while this waited
+            self._sem.release()
+            return
+        self._held = True
+
+    def _release(self) -> None:
+        if self._held:
+            self._held = False
+            self._sem.release()
+
+    def finish(self) -> None:
+        self._finished = True
+        self._release()
+
+    def lend(self) -> None:
+        """In the worker thread, before waiting for a person: the slot is free for other turns meanwhile."""
+        try:
+            self._loop.call_soon_threadsafe(self._release)
+        except RuntimeError:  # the loop is gone (shutdown): nothing left to share
+            pass
+
+    def take_back(self, interrupt: threading.Event | None = None) -> None:
+        """In the worker thread, once the person answered: wait for a slot again (or for the interrupt)."""
+        coro = self.acquire()
+        try:
+            future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        except RuntimeError:
+            coro.close()
+            return
+        while True:
+            try:
+                future.result(timeout=0.1)
+                return
+            except TimeoutError:
+                if interrupt is not None and interrupt.is_set():
+                    future.cancel()
+                    return
+
+
+class TurnExecutor:
+    def __init__(self, cfg: Config, store: Store, sessions: SessionManager, delivery: Delivery, notifier: Notifier,
+                 agents: AgentFactory, approvals: Any, adapters: Adapters, counters: dict[str, int]) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.sessions = sessions
+        self.delivery = delivery
+        self.notifier = notifier
+        self.agents = agents
+        self.approvals = approvals  # .hook_for(key, source, turn_id)
+        self.adapters = adapters
+        self.counters = counters
+        self.slots = TurnSlots(cfg.gateway.max_concurrent_turns)
+        self.pool = ThreadPoolExecutor(max_workers=cfg.gateway.max_concurrent_turns + MAX_WAITING_TURNS,
+                                       thread_name_prefix="turn")
+
+    # ---- a chat turn -------------------------------------------------------------------------------
+
+    async def run(self, lane: Lane, item: Accepted) -> None:
+        source = item.msg.source
+        adapter = self.adapters.get(source.platform)
+        if adapter is None:
+            await self.store.inbox_set(item.inbox_id, "failed", error=f"platform {source.platform} is not enabled")
+            return
+        turn_id = uuid.uuid4().hex[:12]
+        structlog.contextvars.bind_contextvars(session_key=lane.key, platform=source.platform, turn_id=turn_id)
+        try:
+            if item.resume_reply is not None:
+                await self.deliver_reply(adapter, item, item.resume_reply)
+                return
+            if self.agents.agent is None:
+                if await self.store.inbox_set(item.inbox_id, "replied", reply=NO_MODEL_TEXT, expected="pending"):
+                    await self.deliver_reply(adapter, item, NO_MODEL_TEXT)
+                return
+            await self._run_agent(lane, item, adapter, turn_id)
+        except NotExpected as exc:
+            log.info("turn_taken_elsewhere", error=str(exc))
+        finally:
+            structlog.contextvars.unbind_contextvars("session_key", "platform", "turn_id")
+
+    async def _run_agent(self, lane: Lane, item: Accepted, adapter: PlatformAdapter, turn_id: str) -> None:
+        source = item.msg.source
+        loop = asyncio.get_running_loop()
+        # The turn exists (and /stop can reach it) before the first await.
+        now = time.monotonic()
+        turn = Turn(turn_id, lane.key, item, threading.Event(), loop.create_future(), now, now)
+        lane.turn = turn
+        slot = self.slots.slot(loop)
+        try:
+            session = await self._session(item, source)
+            history = await self.store.session_history(session["id"], self.cfg.agent.max_history_messages)
+            user_msg = None if item.resume_turn else {"role": "user", "content": user_content(item.msg)}
+            journal = TurnJournal(self.store, loop, session["id"], item.inbox_id, user_msg)
+            acquiring = asyncio.ensure_future(slot.acquire())
+            await asyncio.wait({acquiring, turn.abandoned}, return_when=asyncio.FIRST_COMPLETED)
+            if not acquiring.done():
+                acquiring.cancel()
+        except BaseException:
+            lane.turn = None
+            slot.finish()
+            raise
+        if turn.abandoned.done():
+            lane.turn = None
+            slot.finish()
+            await self._abandoned(adapter, item, journal, turn.abandoned.result(), turn.last_step)
+            return
+        self.counters["turns_started"] += 1
+        item.queued_ms = round((time.time() - item.msg.received_at) * 1000, 2)
+        log.debug("turn_started", queued_ms=item.queued_ms, resumed=item.resume_turn)
+        typing = asyncio.create_task(self._keep_typing(adapter, source, turn)) if adapter.capabilities.typing else None
+        ctx = contextvars.copy_context()
+        content = None if item.resume_turn else user_msg["content"]  # type: ignore[index]
+        future = loop.run_in_executor(self.pool, ctx.run, self._call_agent, session, history, content, turn,
+                                      journal, slot)
+        try:
+            await asyncio.wait({future, turn.abandoned}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if typing:
+                typing.cancel()
+            lane.turn = None
+            slot.finish()
+        if turn.abandoned.done() and not future.done():
+            future.add_done_callback(_swallow)
+            await self._abandoned(adapter, item, journal, turn.abandoned.result(), turn.last_step)
+            return
+        turn.abandon("finished")
+        try:
+            result = future.result()
+        except Exception as exc:
+            log.exception("agent_crashed")
+            self.counters["turns_failed"] += 1
+            await journal.close("crashed", "failed")
+            await self.notifier.notify(source, f"⚠️ Something went wrong on my side ({type(exc).__name__}). "
+                                               "Details are in the log; please try again.")
+            return
+        await self._finish(adapter, item, journal, result)
+
+    async def _session(self, item: Accepted, source: Source) -> dict[str, Any]:
+        if item.resume_turn:
+            steps = await self.store.turn_steps(item.inbox_id)
+            row = await self.store.session_get(steps[0]) if steps else None
+            if row is not None:
+                return row
+            item.resume_turn = False
+        return await self.sessions.get(item.key, source.platform)
+
+    def _call_agent(self, session: dict[str, Any], history: list[dict[str, Any]], content: str | None, turn: Turn,
+                    journal: TurnJournal, slot: TurnSlot) -> Any:
+        """Runs in a worker thread: the synchronous agent loop, told to stop through ``turn.interrupt``."""
+        from agent_core.agent import TurnCallbacks
+
+        def on_activity(step: str) -> None:
+            turn.last_activity = time.monotonic()
+            turn.last_step = step
+
+        source = turn.item.msg.source
+        ctx = self.agents.tool_context(turn.key, turn.interrupt, self.approvals.hook_for(turn.key, source, turn.id),
+                                       source=source, turn_slot=slot)
+        return self.agents.agent.run(session["system_prompt"] or "", history, content, turn.interrupt,
+                                     TurnCallbacks(on_activity=on_activity, on_step=journal.step), ctx)
+
+    async def _finish(self, adapter: PlatformAdapter, item: Accepted, journal: TurnJournal, result: Any) -> None:
+        status = getattr(result, "status", "ok")
+        if status == "ok":
+            self.counters["turns_ok"] += 1
+        else:
+            self.counters["turns_failed" if status == "error" else "turns_interrupted"] += 1
+            log.warning("turn_not_ok", status=status, error_kind=getattr(result, "error_kind", None))
+        text = result.text or "(no answer)"
+        await journal.finish(result.messages, "replied", text)
+        self.sessions.touch(item.key)
+        await self.deliver_reply(adapter, item, text)
+
+    async def deliver_reply(self, adapter: PlatformAdapter, item: Accepted, text: str) -> None:
+        msg = item.msg
+        out = OutboundMessage(text=text, reply_to=msg.platform_message_id, thread_id=msg.source.thread_id,
+                              reply_handle=msg.reply_handle)
+        report = await self.delivery.deliver(adapter, msg.source.chat_id, out, item.inbox_id,
+                                             resume=item.resume_reply is not None, finish_inbox=True)
+        log.info("turn_delivered", chunks=len(report.message_ids), failed=report.failed, queued_ms=item.queued_ms,
+                 total_ms=round((time.time() - msg.received_at) * 1000, 2))
+
+    async def _abandoned(self, adapter: PlatformAdapter, item: Accepted, journal: TurnJournal, reason: str,
+                         last_step: str) -> None:
+        source = item.msg.source
+        log.info("turn_abandoned", reason=reason)
+        if reason == "shutdown":
+            # The inbox row stays unfinished: the message is answered after the restart, not lost.
+            await journal.close(reason, None, last_step)
+            await self.notifier.notify(source, "⚠️ Herald is restarting and had to cut this turn short; "
+                                               "I'll answer your message when I'm back.")
+            return
+        await journal.close(reason, "cancelled", last_step)
+        self.sessions.touch(item.key)
+        if reason == "timeout":
+            self.counters["turns_timed_out"] += 1
+            await self.notifier.notify(source, f"⏱ I stopped this turn: nothing happened for "
+                                               f"{duration(self.cfg.gateway.turn_timeout_seconds)}. Please try again.")
+        else:
+            self.counters["turns_interrupted"] += 1
+
+    async def _keep_typing(self, adapter: PlatformAdapter, source: Source, turn: Turn) -> None:
+        while not turn.abandoned.done():
+            try:
+                await adapter.typing(source.chat_id, source.thread_id)
+            except Exception as exc:
+                log.debug("typing_failed", error=str(exc))
+            await asyncio.sleep(4.0)
+
+    # ---- a detached turn (cron) ----------------------------------------------------------------------
+
+    async def run_detached_turn(self, key: str, content: str, timeout: float, *, model: str | None = None,
+                                extras: dict[str, Any] | None = None) -> Any:
+        """One agent turn in a fresh session of its own (cron), under a hard wall-clock limit.
+
+        Dangerous commands follow ``approvals.cron_mode`` (nobody is asked). Raises ``TimeoutError`` when
+        the limit passes: the thread is told to stop and its late result is dropped.
+        """
+        from agent_core.agent import TurnCallbacks
+
+        agent = self.agents.for_model(model)
+        if agent is None:
+            raise RuntimeError("no model is configured (model.base_url and model.name in config.yaml)")
+        loop = asyncio.get_running_loop()
+        session = await self.store.session_create(str(uuid.uuid4()), key, "cron", self.agents.system_prompt("cron"))
+        journal = TurnJournal(self.store, loop, session["id"], None, {"role": "user", "content": content})
+        interrupt = threading.Event()
+        slot = self.slots.slot(loop)
+        ctx = self.agents.tool_context(key, interrupt, self.approvals.hook_for(key, None),
+                                       **{**(extras or {}), "cron": True, "turn_slot": slot})
+        deadline = loop.time() + timeout
+        future: Any = None
+        try:
+            await asyncio.wait_for(slot.acquire(), timeout)
+            future = loop.run_in_executor(self.pool, contextvars.copy_context().run, agent.run,
+                                          session["system_prompt"] or "", [], content, interrupt,
+                                          TurnCallbacks(on_step=journal.step), ctx)
+            done, _ = await asyncio.wait({future}, timeout=max(0.0, deadline - loop.time()))
+        except BaseException:  # the caller's own limit, or shutdown: the thread must stop too
+            interrupt.set()
+            slot.finish()
+            if future is not None:
+                future.add_done_callback(_swallow)
+            await asyncio.shield(journal.close("timeout", None))
+            raise
+        slot.finish()
+        if not done:
+            interrupt.set()
+            future.add_done_callback(_swallow)
+            await journal.close("timeout", None)
+            raise TimeoutError(f"no answer within {duration(timeout)}")
+        result = future.result()
+        await journal.finish(result.messages if getattr(result, "status", "ok") == "ok" else [], "replied", None)
+        return result
+
+
+def user_content(msg: InboundMessage) -> str:
+    if not msg.attachments:
+        return msg.text
+    files = "\n".join(f"- {path}" for path in msg.attachments)
+    return f"{msg.text}\n\n[Attached files, saved on this machine:]\n{files}"
+
+
+def duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:g} seconds"
+    return f"{seconds / 60:g} minutes"
+
+
+def _swallow(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from gateway.config import Config, ConfigError, Paths, load_config, resolve_paths, secret_env_names
+from gateway.config import Config, ConfigError, Paths, configured_secrets, load_config, resolve_paths
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Herald: a messaging gateway for an AI agent (Telegram, Discord, Slack, web chat).")
@@ -55,8 +55,7 @@ def run(config: Annotated[str | None, typer.Option("--config", "-c", help="path 
     from gateway.logs import configure_logging
 
     paths.home.mkdir(parents=True, exist_ok=True)
-    secrets = [os.environ[name] for name in secret_env_names(cfg) if os.environ.get(name)]
-    configure_logging(paths.logs_dir, cfg.logging.level, secrets=secrets)
+    configure_logging(paths.logs_dir, cfg.logging.level, secrets=configured_secrets(cfg))
     # The loop gives up the GIL at every socket call and must win it back from busy turn threads; at the
     # default 5 ms switch interval each of those waits shows up as loop lag and ingress latency.
     sys.setswitchinterval(0.001)

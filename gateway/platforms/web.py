@@ -20,6 +20,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
+from gateway.logs import add_secret
 from gateway.platforms.base import (
     Button,
     ButtonPress,
@@ -76,6 +77,7 @@ class WebAdapter(PlatformAdapter):
     def __init__(self, runner: Any) -> None:
         super().__init__(runner)
         self.token = load_or_create_token(runner.paths.web_token_file)
+        add_secret(self.token)  # masked in every log line and stored error from here on
         self._subscribers: dict[str, set[asyncio.Queue[str]]] = {}
 
     # ---- lifecycle -------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from gateway.logs import redact
 from gateway.platforms.base import (
     Capabilities,
     FormattingError,
@@ -173,8 +174,9 @@ class Delivery:
                 try:
                     mid = await self._send_one(adapter, chat_id, chunk, piece, out.text if len(chunks) == 1 else None)
                 except PermanentError as exc:
-                    report.failed, report.error = True, str(exc)
-                    await self.store.outbox_record(inbox_id, adapter.name, chat_id, index, None, "failed", str(exc),
+                    # Stored and shown (outbox, cron run rows, CLIs): an SDK error can quote a URL with the token.
+                    report.failed, report.error = True, redact(str(exc))
+                    await self.store.outbox_record(inbox_id, adapter.name, chat_id, index, None, "failed", report.error,
                                                    finish_inbox="failed" if finish else None)
                     log.warning("delivery_failed", platform=adapter.name, chat_id=chat_id, chunk=index, error=str(exc))
                     return report

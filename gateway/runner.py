@@ -30,7 +30,9 @@ from gateway.commands import CommandContext, CommandRegistry, ParsedCommand, par
 from gateway.config import Config, Paths, secret, secret_env_names
 from gateway.db import Store
 from gateway.delivery import Delivery
+from gateway.health import private_status, public_status
 from gateway.locks import CredentialLocked, CredentialLocks
+from gateway.logs import redact
 from gateway.pairing import PairingService  # also defines its tables before Store.init
 from gateway.platforms import PLATFORMS, adapter_class
 from gateway.platforms.base import ButtonPress, InboundMessage, OutboundMessage, PlatformAdapter, Source
@@ -232,7 +234,7 @@ class GatewayRunner:
                     return
                 locked = isinstance(exc, CredentialLocked)
                 adapter.state = "retrying"
-                adapter.last_error = str(exc) if locked else f"{type(exc).__name__}: {exc}"
+                adapter.last_error = exc  # stored redacted, as "Kind: message" (PlatformAdapter.last_error)
                 if locked:
                     # Retry soon: the holder may stop any moment, and this adapter should take over then.
                     delay = min(delay, self.lock_retry_seconds)
@@ -352,7 +354,7 @@ class GatewayRunner:
                 await self.notify(adapter, source, reply)
         except Exception as exc:
             log.exception("command_failed", command=item.command.name)
-            await self.store.inbox_set(item.inbox_id, "failed", error=str(exc))
+            await self.store.inbox_set(item.inbox_id, "failed", error=redact(str(exc)))
             await self.notify(adapter, source,
                               f"/{item.command.name} failed: {type(exc).__name__}. Details are in the log.")
         finally:
@@ -659,11 +661,11 @@ class GatewayRunner:
 
     # ---- status ----------------------------------------------------------------------------------
 
-    def readiness(self) -> tuple[bool, dict[str, Any]]:
-        states = {
-            name: {"state": a.state, **({"error": a.last_error} if a.last_error else {})}
-            for name, a in self.adapters.items()
-        }
+    def readiness(self, detail: bool = False) -> tuple[bool, dict[str, Any]]:
+        """Per adapter: state, error class and hint; ``detail`` (authenticated callers only) adds the
+        redacted ``last_error``. Unauthenticated endpoints never get exception text (gateway/health.py)."""
+        status = private_status if detail else public_status
+        states = {name: status(a) for name, a in self.adapters.items()}
         ready = not self.stopping and all(a.state == "connected" for a in self.adapters.values())
         return ready, states
 

@@ -12,6 +12,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from gateway.health import kind_of
+from gateway.logs import redact
+
 if TYPE_CHECKING:
     from gateway.runner import Accepted, GatewayRunner
 
@@ -139,7 +142,23 @@ class PlatformAdapter(abc.ABC):
     def __init__(self, runner: GatewayRunner) -> None:
         self.runner = runner
         self.state: AdapterState = "stopped"
-        self.last_error: str | None = None
+        self._last_error: str | None = None
+        self.error_kind: str | None = None  # the class of last_error: all that /readyz shows of it
+
+    @property
+    def last_error(self) -> str | None:
+        """Why the adapter is not connected ("Kind: message"), redacted; None once it is."""
+        return self._last_error
+
+    @last_error.setter
+    def last_error(self, error: BaseException | str | None) -> None:
+        # Stored redacted whoever sets it (the runner, an adapter's own retry loop): an InvalidToken or a
+        # URL error's text can quote the bot token. An exception is stored as "Kind: message".
+        kind = kind_of(error)
+        if isinstance(error, BaseException):
+            error = f"{kind}: {error}" if str(error) else kind
+        self._last_error = redact(error) if error else None
+        self.error_kind = kind if error else None
 
     # ---- lifecycle ---------------------------------------------------------------------------
 

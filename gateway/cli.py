@@ -52,10 +52,14 @@ def main_options(
 def run(config: Annotated[str | None, typer.Option("--config", "-c", help="path to config.yaml")] = None) -> None:
     """Run the gateway daemon in the foreground."""
     cfg, paths = load(config)
-    from gateway.logs import configure_logging
+    from gateway.filemodes import secure_home
+    from gateway.logs import configure_logging, get_logger
 
-    paths.home.mkdir(parents=True, exist_ok=True)
+    # First, before anything is created: umask 077, the home 0700, looser files left from before tightened.
+    tightened = secure_home(paths, cfg.database.url)
     configure_logging(paths.logs_dir, cfg.logging.level, secrets=configured_secrets(cfg))
+    if tightened:
+        get_logger("herald").info("file_modes_tightened", paths=tightened)
     # The loop gives up the GIL at every socket call and must win it back from busy turn threads; at the
     # default 5 ms switch interval each of those waits shows up as loop lag and ingress latency.
     sys.setswitchinterval(0.001)

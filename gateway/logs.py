@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
+import os
 import re
 import sys
 import threading
@@ -312,6 +313,14 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         pass
 
 
+class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """Creates each log file 0600 (at start and at every rotation), whatever the process umask."""
+
+    def _open(self) -> Any:
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        return open(fd, self.mode, encoding=self.encoding, errors=self.errors)
+
+
 _OWNED_ATTR = "_herald_handler"
 _configure_lock = threading.Lock()
 
@@ -352,7 +361,7 @@ def configure_logging(
     if console is None:
         console = _isatty(sys.stderr)
 
-    file_handler = logging.handlers.RotatingFileHandler(
+    file_handler = _PrivateRotatingFileHandler(
         logs_dir / LOG_FILE_NAME, maxBytes=_MAX_BYTES, backupCount=_BACKUP_COUNT, encoding="utf-8"
     )
     file_handler.setFormatter(

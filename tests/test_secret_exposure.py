@@ -163,3 +163,13 @@ async def test_a_cron_run_delivers_and_stores_its_error_redacted(make_runner, mo
     assert run["output"].strip() == f"out {REDACTED}"
     [delivered] = qa.texts("c1")
     assert BOT_TOKEN not in delivered and CONFIGURED not in delivered and REDACTED in delivered
+
+
+def test_configured_secrets_are_the_env_values_and_the_database_password(monkeypatch):
+    from gateway.config import configured_secrets, parse_config
+
+    monkeypatch.setenv("EXPOSURE_MODEL_KEY", "model-key-1")
+    cfg = parse_config({"model": {"base_url": "http://m", "name": "x", "api_key_env": "EXPOSURE_MODEL_KEY"},
+                        "database": {"url": "postgresql+asyncpg://herald:p%40ss-w0rd@db.internal/herald"}})
+    assert set(configured_secrets(cfg)) == {"model-key-1", "p%40ss-w0rd", "p@ss-w0rd"}
+    assert configured_secrets(parse_config({})) == []

@@ -1,16 +1,21 @@
 # The two set-up commands (see README): `make run` starts the daemon, `make test` runs the whole suite.
-# Each creates the virtualenv and installs what it needs on a fresh machine.
+# Each creates the virtualenv and installs what it needs on a fresh machine, at the exact versions (and
+# hashes) in requirements.lock. After changing dependencies in pyproject.toml, run `make lock` and commit
+# both files: tests/test_lock.py fails while they disagree.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LOCK := requirements.lock
+UV_VERSION := 0.13.9
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench lock clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -25,6 +30,16 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/web_load.py
+
+# Resolves every dependency (runtime and dev) for every platform, with hashes, keeping the versions
+# already locked where pyproject.toml still allows them. Newest of everything: `make lock UPGRADE=--upgrade`;
+# of one package: `make lock UPGRADE="--upgrade-package aiohttp"`.
+UPGRADE ?=
+lock:
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet "uv==$(UV_VERSION)"
+	$(BIN)/uv pip compile pyproject.toml --extra dev --universal --python-version 3.11 --generate-hashes \
+		--custom-compile-command "make lock" --quiet $(UPGRADE) -o $(LOCK)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -18,6 +18,7 @@ import structlog
 
 from cron.jobs import Target, parse_targets, split_chat
 from cron.store import CronStore
+from gateway.logs import redact
 from gateway.platforms.base import OutboundMessage, Source
 
 if TYPE_CHECKING:
@@ -138,7 +139,7 @@ async def deliver_run(host: CronHost, store: CronStore, job: dict[str, Any], run
                                    delivery_targets=None)
             log.info("cron_delivered", job_id=job["id"], run_id=run_id, attempts=attempt)
             return "delivered"
-        error = "; ".join(f"{t}: {e}" for t, e in errors.items())
+        error = redact("; ".join(f"{t}: {e}" for t, e in errors.items()))  # stored, shown by `herald cron runs`
         last = attempt >= cfg.delivery_attempts
         await store.update_run(run_id, delivery_status="failed", delivery_error=error, delivery_attempts=attempt,
                                delivery_targets=",".join(str(t) for t in pending),

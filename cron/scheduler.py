@@ -28,6 +28,7 @@ from cron.delivery import LEASE_SECONDS, deliver_run, header, owner_id, owner_is
 from cron.jobs import schedule_of
 from cron.store import Claim, CronStore, op_claim, op_claim_request, op_fail_stale_runs
 from cron.tool_api import CronToolAPI
+from gateway.logs import redact
 
 if TYPE_CHECKING:
     from cron.host import CronHost
@@ -227,6 +228,9 @@ class CronScheduler:
                 except Exception as exc:
                     log.exception("cron_run_crashed")
                     status, error = "failed", f"{type(exc).__name__}: {exc}"
+            # The error (an exception's text, a script's stderr) is stored, shown by the CLI and delivered
+            # into chats: mask tokens and configured secrets first.
+            error = redact(error) if error else error
             silent = status == "ok" and (output or "").strip() == SILENT
             text = output if status == "ok" else error or status
             if status == "failed" and output:
@@ -275,7 +279,8 @@ class CronScheduler:
             except ProcessLookupError:
                 pass
             raise
-        stdout = out.decode(errors="replace")[-SCRIPT_OUTPUT_LIMIT:]
+        # The script runs with the daemon's environment: its output must not carry a configured secret into a chat.
+        stdout = redact(out.decode(errors="replace")[-SCRIPT_OUTPUT_LIMIT:])
         if proc.returncode != 0:
             tail = err.decode(errors="replace").strip()[-2000:]
             raise RunFailed(f"the script exited with status {proc.returncode}" + (f": {tail}" if tail else ""),
@@ -318,7 +323,7 @@ class CronScheduler:
             raise
         except Exception as exc:
             log.exception("cron_delivery_crashed", job_id=job["id"], run_id=run_id)
-            await self.store.update_run(run_id, delivery_status="failed", delivery_error=str(exc),
+            await self.store.update_run(run_id, delivery_status="failed", delivery_error=redact(str(exc)),
                                         delivery_lease_until=None)
         finally:
             self._delivering.discard(job["id"])

@@ -342,3 +342,22 @@ def secret_env_names(cfg: BaseModel) -> list[str]:
 
     walk(cfg)
     return names
+
+
+def configured_secrets(cfg: Config) -> list[str]:
+    """The secret values this config uses, to register for redaction at start (gateway/logs.py).
+
+    The value of every variable a ``*_env`` key names, and the password of ``database.url`` (a
+    PostgreSQL URL may carry one inline).
+    """
+    values = [v for v in (os.environ.get(name) for name in secret_env_names(cfg)) if v]
+    if cfg.database.url:
+        from urllib.parse import unquote, urlsplit
+
+        try:
+            password = urlsplit(cfg.database.url).password
+        except ValueError:
+            password = None
+        if password:
+            values += [password, unquote(password)]
+    return values

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from gateway.logs import redact
 from gateway.platforms.base import (
     FormattingError,
     OutboundMessage,
@@ -100,8 +101,9 @@ class Delivery:
                 try:
                     ids = await self._send_one(adapter, chat_id, chunk, piece, key)
                 except PermanentError as exc:
-                    report.failed, report.error = True, str(exc)
-                    await self._record(row_id, inbox_id, adapter.name, chat_id, index, [], "failed", str(exc),
+                    # Stored and shown (outbox, cron run rows, CLIs): an SDK error can quote a URL with the token.
+                    report.failed, report.error = True, redact(str(exc))
+                    await self._record(row_id, inbox_id, adapter.name, chat_id, index, [], "failed", report.error,
                                        "failed" if finish else None)
                     log.warning("delivery_failed", platform=adapter.name, chat_id=chat_id, chunk=index, error=str(exc))
                     return report

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from importlib import resources
 from typing import Any, Protocol
@@ -61,6 +62,7 @@ class HttpServer:
             web.get("/healthz", self._healthz),
             web.get("/readyz", self._readyz),
             web.get("/metrics", self._metrics),
+            web.get("/api/v1/status", self._status),  # behind the bearer token, like all of /api/
         ])
         for adapter in self.runner.adapters.values():
             app.add_routes(adapter.http_routes())
@@ -98,8 +100,15 @@ class HttpServer:
         return web.json_response({"status": "ok"})
 
     async def _readyz(self, request: web.Request) -> web.Response:
+        # Unauthenticated: adapter states and error classes only, never exception text.
         ready, adapters = self.runner.readiness()
         return web.json_response({"ready": ready, "adapters": adapters}, status=200 if ready else 503)
+
+    async def _status(self, request: web.Request) -> web.Response:
+        # Authenticated (the /api/ middleware): adds each adapter's redacted last_error.
+        ready, adapters = self.runner.readiness(detail=True)
+        return web.json_response({"ready": ready, "adapters": adapters,
+                                  "uptime_seconds": round(time.time() - self.runner.started_at, 1)})
 
     async def _metrics(self, request: web.Request) -> web.Response:
         lines = []

@@ -23,6 +23,7 @@ from gateway.config import Config
 from gateway.delivery import Delivery
 from gateway.instance import Instance
 from gateway.lanes import Lanes
+from gateway.logs import redact
 from gateway.platforms.base import (
     Accepted,
     ButtonPress,
@@ -127,7 +128,7 @@ class Inbound:
                 await self._reply(adapter, item, reply)
         except Exception as exc:
             log.exception("command_failed", command=call.name)
-            await self.store.inbox_set(item.inbox_id, "failed", error=str(exc), expected="pending")
+            await self.store.inbox_set(item.inbox_id, "failed", error=redact(str(exc)), expected="pending")
             await self._reply(adapter, item, f"/{call.name} failed: {type(exc).__name__}. Details are in the log.")
         finally:
             structlog.contextvars.unbind_contextvars("session_key", "platform")

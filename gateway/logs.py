@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
+import os
 import re
 import sys
 import threading
@@ -34,8 +35,11 @@ REDACTED = "[REDACTED]"
 LOG_FILE_NAME = "herald.log"
 _MAX_BYTES = 10 * 1024 * 1024
 _BACKUP_COUNT = 5
-# Shorter values would match ordinary words and shred unrelated log text.
-_MIN_SECRET_LEN = 6
+# Configured secrets are masked wherever they appear, however short, down to this length. A value of
+# 1-3 characters is not registered: it would match inside ordinary words and numbers everywhere and
+# shred every log line and error message, and it protects nothing (that few characters are guessed in
+# seconds). Four keeps e.g. a short test or self-hosted token masked.
+_MIN_SECRET_LEN = 4
 _MAX_DEPTH = 16
 
 _LEVELS = {
@@ -70,22 +74,51 @@ _NOISY_LOGGERS = (
 
 # Every alternative is anchored to the start of a word or run: "task-..." is not an API key, and a long
 # base64 blob would be rescanned from every offset (quadratic). Possessive quantifiers stop
-# backtracking inside a run that then fails to match.
+# backtracking inside a run that then fails to match. Together that keeps redact() linear in the length
+# of its input (tests/test_logs.py times it on long adversarial strings).
 _PATTERNS = (
     # OpenAI-style API keys (sk-..., sk-proj-...).
     r"\bsk-[A-Za-z0-9_-]{16,}+",
-    # Telegram bot tokens, also inside https://api.telegram.org/bot<token>/method.
-    r"(?<!\d)\d{6,12}:[A-Za-z0-9_-]{30,}+",
+    # Telegram bot tokens "<bot id>:<secret>", also inside https://api.telegram.org/bot<token>/method.
+    # Real ones have 35 characters after the colon; test and self-hosted servers' can be shorter, so 20
+    # is the floor. The id must start a word (or follow "bot"): "sha256:<hex>" is a digest, not a token.
+    # The secret part must hold an upper-case letter or a digit, as random base64 always does, so that
+    # "12345:some_function_name_here" is left alone; times (12:30:45) and IPv6 groups are too short.
+    r"(?:(?<![A-Za-z0-9])|(?<=bot))\d{3,}+:(?=[a-z_-]*+[A-Z0-9])[A-Za-z0-9_-]{20,}+",
     # Slack bot/user/app-level tokens.
     r"\bxox[abposr]-[A-Za-z0-9-]{10,}+",
     r"\bxapp-[A-Za-z0-9-]{10,}+",
+    # GitHub personal/OAuth/app tokens (ghp_, gho_, ghu_, ghs_, ghr_) and fine-grained PATs.
+    r"\bgh[pousr]_[A-Za-z0-9]{20,}+",
+    r"\bgithub_pat_[A-Za-z0-9_]{20,}+",
+    # AWS access key ids (long-term AKIA, temporary ASIA).
+    r"\b(?:AKIA|ASIA)[A-Z0-9]{16}+(?![A-Za-z0-9])",
     # Discord bot tokens (and JWTs, which share the shape): three base64url parts joined by dots.
     r"(?<![A-Za-z0-9_.-])[A-Za-z0-9_-]{20,}+\.[A-Za-z0-9_-]{5,}+\.[A-Za-z0-9_-]{20,}+",
 )
 # Kept apart so the scheme word survives: "Authorization: Bearer [REDACTED]" still says what it was.
 _BEARER = r"(?P<bearer>\b(?i:bearer)[ \t]+)[A-Za-z0-9._~+/=-]{6,}+"
-# Nothing shorter than this can match any built-in pattern ("Bearer " + 6, "xapp-" + 10).
-_MIN_PATTERN_LEN = 13
+# Credentials in a URL: "postgresql+asyncpg://user:pw@host/db" -> "postgresql+asyncpg://[REDACTED]@host/db".
+# The whole userinfo goes, user name included: GitHub and others take a token as the user name
+# (https://<token>@github.com). Segments up to the last "@" before the path, so an unescaped "@" in a
+# password does not leave its tail behind.
+_URL_USERINFO = r"(?P<url>(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,31}+://)(?:[^\s/?#@]*+@)++"
+# "name=value" where the name says it is a credential: query strings (?api_key=, &token=, &sig=,
+# X-Amz-Signature=), libpq DSNs (password=...), env dumps (TELEGRAM_BOT_TOKEN=...). The name's last
+# part decides, so "max_tokens=100", "maxTokens=1" and "monkey=1" stay readable. The name is kept, the
+# value goes.
+_CREDENTIAL_NAMES = (
+    r"(?i:api[_-]?key|key|secret|token|password|passwd|pwd|pass|sig|signature|auth|credentials?"
+    r"|session(?:[_-]?id)?)"
+)
+_KEY_VALUE = (
+    # Name parts split at "_", ".", "-" or a lower-to-upper change (accessToken); the lower-case
+    # alternative comes first so a long camelCase run is walked once, not once per part.
+    r"(?P<kv>(?<![A-Za-z0-9_.-])(?:[a-z0-9]++(?=[A-Z])|[A-Za-z0-9]++[_.-])*+" + _CREDENTIAL_NAMES + r"=[\"']?)"
+    r"[^\s&#;\"'<>]++"
+)
+# Nothing shorter than this can match any built-in pattern ("key=" + 1, "pwd=" + 1).
+_MIN_PATTERN_LEN = 5
 
 
 class _Redactor:
@@ -101,7 +134,7 @@ class _Redactor:
     def _compile(secrets: frozenset[str]) -> re.Pattern[str]:
         # Longest first, so a secret that contains another is masked whole, not half.
         literals = [re.escape(s) for s in sorted(secrets, key=len, reverse=True)]
-        return re.compile("|".join([*literals, _BEARER, *_PATTERNS]))
+        return re.compile("|".join([*literals, _BEARER, _URL_USERINFO, _KEY_VALUE, *_PATTERNS]))
 
     def add(self, values: Iterable[str | None]) -> None:
         new: set[str] = set()
@@ -133,8 +166,12 @@ class _Redactor:
 
     @staticmethod
     def _replace(match: re.Match[str]) -> str:
-        bearer = match.group("bearer")
-        return bearer + REDACTED if bearer else REDACTED
+        # The prefix that says what was there (scheme word, URL scheme, parameter name) survives.
+        if prefix := match.group("bearer") or match.group("kv"):
+            return prefix + REDACTED
+        if scheme := match.group("url"):
+            return f"{scheme}{REDACTED}@"
+        return REDACTED
 
     def value(self, value: Any, depth: int = 0) -> Any:
         """Redact a value of any shape; returns the same object when there was nothing to mask."""
@@ -168,7 +205,7 @@ _redactor = _Redactor()
 def add_secret(value: str | None) -> None:
     """Register a secret value to mask in every later log line (e.g. a web token created at runtime).
 
-    Values shorter than 6 characters are ignored: masking them would garble ordinary text.
+    Values shorter than 4 characters are ignored: masking them would garble ordinary text.
     """
     _redactor.add([value])
 
@@ -276,6 +313,14 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         pass
 
 
+class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """Creates each log file 0600 (at start and at every rotation), whatever the process umask."""
+
+    def _open(self) -> Any:
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        return open(fd, self.mode, encoding=self.encoding, errors=self.errors)
+
+
 _OWNED_ATTR = "_herald_handler"
 _configure_lock = threading.Lock()
 
@@ -316,7 +361,7 @@ def configure_logging(
     if console is None:
         console = _isatty(sys.stderr)
 
-    file_handler = logging.handlers.RotatingFileHandler(
+    file_handler = _PrivateRotatingFileHandler(
         logs_dir / LOG_FILE_NAME, maxBytes=_MAX_BYTES, backupCount=_BACKUP_COUNT, encoding="utf-8"
     )
     file_handler.setFormatter(

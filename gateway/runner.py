@@ -29,6 +29,7 @@ from gateway.builtin_commands import register_builtin_commands
 from gateway.commands import CommandRegistry
 from gateway.config import Config, Paths
 from gateway.delivery import Delivery, Notices
+from gateway.health import private_status, public_status
 from gateway.inbound import Inbound
 from gateway.instance import Instance
 from gateway.lanes import Lanes
@@ -226,10 +227,10 @@ class GatewayRunner:
         pick = lambda q: samples[min(len(samples) - 1, int(q * len(samples)))]  # noqa: E731
         return pick(0.5), pick(0.99), samples[-1]
 
-    def readiness(self) -> tuple[bool, dict[str, Any]]:
-        states = {
-            name: {"state": a.state, **({"error": a.last_error} if a.last_error else {})}
-            for name, a in self.adapters.items()
-        }
+    def readiness(self, detail: bool = False) -> tuple[bool, dict[str, Any]]:
+        """Per adapter: state, error class and hint; ``detail`` (authenticated callers only) adds the
+        redacted ``last_error``. Unauthenticated endpoints never get exception text (gateway/health.py)."""
+        status = private_status if detail else public_status
+        states = {name: status(a) for name, a in self.adapters.items()}
         ready = not self._stopping and all(a.state == "connected" for a in self.adapters.values())
         return ready, states

@@ -55,7 +55,7 @@ class Supervisor:
                     return
                 locked = isinstance(exc, CredentialLocked)
                 adapter.state = "retrying"
-                adapter.last_error = str(exc) if locked else f"{type(exc).__name__}: {exc}"
+                adapter.last_error = exc  # stored redacted, as "Kind: message" (PlatformAdapter.last_error)
                 if locked:
                     # Retry soon: the holder may stop any moment, and this adapter should take over then.
                     delay = min(delay, self.lock_retry_seconds)

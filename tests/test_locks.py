@@ -148,7 +148,9 @@ async def refused_then_takes_over(make_runner: Any, db_url: str, tmp_path: Path,
     await wait_until(lambda: locked.state == "retrying")
     ready, states = second.readiness()
     assert not ready
-    assert f"pid {os.getpid()}, profile default, host {socket.gethostname()}" in states["locked"]["error"]
+    assert states["locked"]["error"] == "CredentialLocked"  # the class only: /readyz is unauthenticated
+    detail = second.readiness(detail=True)[1]["locked"]["last_error"]
+    assert f"pid {os.getpid()}, profile default, host {socket.gethostname()}" in detail
     assert states["qa"]["state"] == "connected"  # the rest of the daemon runs
     await asyncio.sleep(0.5)
     assert locked.state == "retrying" and first.adapters["locked"].state == "connected"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import logging.handlers
+import time
 from pathlib import Path
 from typing import Any
 
@@ -184,11 +185,19 @@ def test_percent_encoded_secret_is_masked() -> None:
     assert redact("https://x/?p=p%40ss%2Fword%2Bwith%3Dchars&q=1") == f"https://x/?p={REDACTED}&q=1"
 
 
-def test_short_secrets_are_not_registered() -> None:
-    add_secret("abc12")
+def test_secrets_of_three_characters_or_fewer_are_not_registered() -> None:
+    add_secret("q9Z")
     add_secret("")
     add_secret(None)  # type: ignore[arg-type]
-    assert redact("the value abc12 appears in plain text") == "the value abc12 appears in plain text"
+    assert redact("the value q9Z appears in plain text") == "the value q9Z appears in plain text"
+
+
+def test_a_short_configured_secret_is_masked_exactly_wherever_it_appears() -> None:
+    # Shorter than the old 6-character minimum: a test or self-hosted token can be.
+    add_secret("Qx7!k")
+    assert redact("token Qx7!k, url https://h/?t=Qx7%21k, glued aQx7!kb") == (
+        f"token {REDACTED}, url https://h/?t={REDACTED}, glued a{REDACTED}b"
+    )
 
 
 @pytest.mark.parametrize(
@@ -208,6 +217,44 @@ def test_token_patterns(text: str, expected: str) -> None:
     assert redact(text) == expected
 
 
+# Shaped like the real thing, but invented for these tests.
+GITHUB_PAT = "ghp_" + "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2"
+GITHUB_FINE = "github_pat_11ABCDEFG0" + "123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJ0123456789abcdefghij"
+AWS_KEY_ID = "AKIA" + "IOSFODNN7EXAMPLE"
+SHORT_BOT_TOKEN = "1234:" + "AAbbCCddEEffGGhhIIjj"  # a test server's: 20 characters after the colon
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Credentials in URLs: the whole user-info goes, the rest of the URL stays.
+        ("connect postgresql+asyncpg://herald:s3cr3t-pw@db.internal:5432/herald failed",
+         f"connect postgresql+asyncpg://{REDACTED}@db.internal:5432/herald failed"),
+        ("GET https://user:p@ss@example.org/x?y=1", f"GET https://{REDACTED}@example.org/x?y=1"),
+        ("clone https://x-access-token:tok123@github.com/o/r.git",
+         f"clone https://{REDACTED}@github.com/o/r.git"),
+        ("proxy http://tok123@proxy:3128 down", f"proxy http://{REDACTED}@proxy:3128 down"),
+        # Credential-named parameters: query strings, DSNs, env dumps. The name stays.
+        ("GET /v1/x?key=abc123&offset=2&api_key=zz9&token=t1#frag",
+         f"GET /v1/x?key={REDACTED}&offset=2&api_key={REDACTED}&token={REDACTED}#frag"),
+        ("?access_token=a1&secret=s2&password=p3&sig=q4&X-Amz-Signature=dead&apiKey=k5",
+         f"?access_token={REDACTED}&secret={REDACTED}&password={REDACTED}&sig={REDACTED}"
+         f"&X-Amz-Signature={REDACTED}&apiKey={REDACTED}"),
+        ("host=db port=5432 password=hunter2 user=u", f"host=db port=5432 password={REDACTED} user=u"),
+        ("TELEGRAM_BOT_TOKEN=123:abc", f"TELEGRAM_BOT_TOKEN={REDACTED}"),
+        ("client_secret='quoted' auth_token=\"dq\"", f"client_secret='{REDACTED}' auth_token=\"{REDACTED}\""),
+        # Token shapes.
+        (f"remote: {GITHUB_PAT} and {GITHUB_FINE}.", f"remote: {REDACTED} and {REDACTED}."),
+        (f"aws {AWS_KEY_ID} denied", f"aws {REDACTED} denied"),
+        ("xoxa-1234567890-abcdef xoxp-1234567890-abc", f"{REDACTED} {REDACTED}"),
+        (f"InvalidToken: https://tg.local/bot{SHORT_BOT_TOKEN}/getMe", f"InvalidToken: https://tg.local/bot{REDACTED}/getMe"),
+        (f"token {SHORT_BOT_TOKEN} refused", f"token {REDACTED} refused"),
+    ],
+)
+def test_credential_patterns(text: str, expected: str) -> None:
+    assert redact(text) == expected
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -216,6 +263,13 @@ def test_token_patterns(text: str, expected: str) -> None:
         "Bearer",
         "at 2024-05-01T12:00:00Z the queue held 20 messages",
         "user 123456789 said: hello there",
+        "at 12:30:45.123 and 2024-05-01T23:59:59+00:00",
+        "peer fe80::1ff:fe23:4567:890a and 2001:0db8:85a3:0000:0000:8a2e:0370:7334 port 8080",
+        "image sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        "tools/registry.py:12345:load_builtin_tools_from_entry",
+        "max_tokens=4096 maxTokens=10 monkey=1 passage=2 offset=7",
+        "see http://example.com/x?q=1 or write to foo@bar.com",
+        "AKIAIOSFODNN7EXAMPLEXYZ is too long to be a key id",
     ],
 )
 def test_ordinary_text_is_left_alone(text: str) -> None:
@@ -298,3 +352,18 @@ def test_self_referencing_values_do_not_break_logging(logs_dir: Path) -> None:
     raw = (logs_dir / LOG_FILE_NAME).read_text(encoding="utf-8")
     assert_no_secrets(raw)
     assert read_events(logs_dir)[-1]["event"] == "after"
+
+
+@pytest.mark.parametrize(
+    "unit",
+    ["a", "1", "a_", "aB", "a=", "1:", "x:", "a@", "a.b-", "a://", "&token", "bot1", "Bearer ", "sk-", "?key=",
+     "ghp_", "AKIA", "xoxb-", "1234:AAbb"],
+)
+def test_redaction_is_linear_in_the_input(unit: str) -> None:
+    # Each pattern is anchored and possessive: a quadratic one needs minutes on 300 kB of a repeated
+    # fragment; a linear pass takes milliseconds. The bound is loose for a loaded CI machine.
+    text = unit * (300_000 // len(unit))
+    start = time.perf_counter()
+    redact(text)
+    redact("https://" + text)
+    assert time.perf_counter() - start < 2.0

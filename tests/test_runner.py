@@ -247,7 +247,8 @@ async def test_adapter_that_fails_to_start_is_retried(make_runner, fake_llm, mon
         await asyncio.sleep(0.01)
     ready, states = runner.readiness()
     assert not ready and states["flaky"]["state"] == "retrying"
-    assert "unreachable" in states["flaky"]["error"]
+    assert states["flaky"]["error"] == "ConnectionError"  # the class only: /readyz is unauthenticated
+    assert "unreachable" in runner.readiness(detail=True)[1]["flaky"]["last_error"]
     for _ in range(100):
         if runner.readiness()[0]:
             break

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from gateway.cli.common import load
-from gateway.config import Config, Paths, secret_env_names
+from gateway.config import Config, Paths, configured_secrets
 
 app = typer.Typer()
 
@@ -21,11 +21,14 @@ app = typer.Typer()
 def run(config: Annotated[str | None, typer.Option("--config", "-c", help="path to config.yaml")] = None) -> None:
     """Run the gateway daemon in the foreground."""
     cfg, paths = load(config)
-    from gateway.logs import configure_logging
+    from gateway.filemodes import secure_home
+    from gateway.logs import configure_logging, get_logger
 
-    paths.home.mkdir(parents=True, exist_ok=True)
-    secrets = [os.environ[name] for name in secret_env_names(cfg) if os.environ.get(name)]
-    configure_logging(paths.logs_dir, cfg.logging.level, secrets=secrets)
+    # First, before anything is created: umask 077, the home 0700, looser files left from before tightened.
+    tightened = secure_home(paths, cfg.database.url)
+    configure_logging(paths.logs_dir, cfg.logging.level, secrets=configured_secrets(cfg))
+    if tightened:
+        get_logger("herald").info("file_modes_tightened", paths=tightened)
     # The loop gives up the GIL at every socket call and must win it back from busy turn threads; at the
     # default 5 ms switch interval each of those waits shows up as loop lag and ingress latency.
     sys.setswitchinterval(0.001)

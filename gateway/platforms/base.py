@@ -23,6 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from gateway.health import kind_of
+from gateway.logs import redact
+
 ChatType = Literal["dm", "group", "channel"]
 Dialect = Literal["markdown", "slack_mrkdwn", "discord", "plain"]
 ButtonStyle = Literal["default", "primary", "danger"]
@@ -272,7 +275,23 @@ class PlatformAdapter(abc.ABC):
         self.gateway = ctx.gateway
         self.cfg = ctx.config
         self.state: AdapterState = "stopped"
-        self.last_error: str | None = None
+        self._last_error: str | None = None
+        self.error_kind: str | None = None  # the class of last_error: all that /readyz shows of it
+
+    @property
+    def last_error(self) -> str | None:
+        """Why the adapter is not connected ("Kind: message"), redacted; None once it is."""
+        return self._last_error
+
+    @last_error.setter
+    def last_error(self, error: BaseException | str | None) -> None:
+        # Stored redacted whoever sets it (the runner, an adapter's own retry loop): an InvalidToken or a
+        # URL error's text can quote the bot token. An exception is stored as "Kind: message".
+        kind = kind_of(error)
+        if isinstance(error, BaseException):
+            error = f"{kind}: {error}" if str(error) else kind
+        self._last_error = redact(error) if error else None
+        self.error_kind = kind if error else None
 
     # ---- lifecycle ---------------------------------------------------------------------------
 

@@ -269,7 +269,7 @@ class EventStream:
                     event = line[6:].strip()
                 elif line.startswith("data:"):
                     data.append(line[5:].strip())
-        except (OSError, ValueError):
+        except (OSError, ValueError, AttributeError):  # AttributeError: closed by close() mid-read
             pass
         finally:
             self.closed.set()

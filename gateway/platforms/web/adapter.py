@@ -22,6 +22,7 @@ from urllib.parse import quote
 import structlog
 from aiohttp import web
 
+from gateway.logs import add_secret
 from gateway.platforms.base import (
     AdapterContext,
     Button,
@@ -87,6 +88,7 @@ class WebAdapter(PlatformAdapter):
         super().__init__(ctx)
         self.token = load_or_create_token(ctx.home / "web_token")
         self.log = ctx.chat_log
+        add_secret(self.token)  # masked in every log line and stored error from here on
         self._subscribers: dict[str, set[asyncio.Queue[str]]] = {}
 
     # ---- lifecycle -------------------------------------------------------------------------------

@@ -85,7 +85,8 @@ class HttpServer:
 
     async def _readyz(self, request: web.Request) -> web.Response:
         ready, adapters = self.runner.readiness()
-        return web.json_response({"ready": ready, "adapters": adapters}, status=200 if ready else 503)
+        return web.json_response({"ready": ready, "adapters": adapters, "warnings": self.runner.warnings},
+                                 status=200 if ready else 503)
 
     async def _metrics(self, request: web.Request) -> web.Response:
         lines = []

@@ -23,7 +23,7 @@ from typing import Any
 import structlog
 
 from cron.commands import register_cron_commands  # also defines the cron tables before Store.init
-from gateway import access
+from gateway import access, sandboxing
 from gateway.approvals import ApprovalBroker  # also defines its tables before Store.init
 from gateway.builtin_commands import register_builtin_commands
 from gateway.commands import CommandContext, CommandRegistry, ParsedCommand, parse_command
@@ -131,6 +131,8 @@ class GatewayRunner:
         self._agent: Any = None
         self._tool_names: list[str] = []
         self._secret_env_names: list[str] = []
+        self.sandbox: Any = None  # tools.sandbox.SandboxPolicy, set in start()
+        self.warnings: list[str] = []  # start-up warnings /readyz repeats (sandbox: none, no bubblewrap)
         self._prompt_cache: dict[str, str] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
 
@@ -138,6 +140,7 @@ class GatewayRunner:
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
+        self.sandbox, self.warnings = sandboxing.setup(self.cfg, self.paths)
         if self.cfg.database.url is None:
             self.paths.home.mkdir(parents=True, exist_ok=True)
         await self.store.init()
@@ -262,7 +265,7 @@ class GatewayRunner:
         llm = LLMClient(endpoints, timeout=m.timeout_seconds, max_retries=m.max_retries,
                         temperature=m.temperature, max_tokens=m.max_tokens)
         self._tool_names = registry.names(self.cfg.tools)
-        # The agent's shell must not be able to read the daemon's credentials with `env`.
+        # Secret values approval prompts mask (commands get an allowlisted environment: tools/sandbox.py).
         named = set(secret_env_names(self.cfg))
         self._secret_env_names = sorted(named | {n for n in os.environ if _SECRET_NAME.search(n)})
         return Agent(llm, registry, self._tool_names, max_iterations=m.max_iterations)
@@ -473,9 +476,8 @@ class GatewayRunner:
     def _tool_context(self, key: str, interrupt: threading.Event, approve: Any, **extras: Any) -> Any:
         from tools.registry import ToolContext
 
-        cwd = self.cfg.tools.terminal.cwd or os.path.expanduser("~")
-        return ToolContext(session_key=key, cwd=cwd, interrupt=interrupt, config=self.cfg.tools,
-                           extras={"secret_env_names": self._secret_env_names, "approve": approve, **extras})
+        return ToolContext(session_key=key, cwd=str(self.sandbox.workspace), interrupt=interrupt,
+                           config=self.cfg.tools, extras={"approve": approve, **extras}, sandbox=self.sandbox)
 
     def _agent_for(self, model: str | None) -> Any:
         """The agent, or one that calls ``model`` on the primary endpoint (a cron job's model override)."""

@@ -284,15 +284,22 @@ def _expand(path: str, ws: str) -> str:
     return path if os.path.isabs(path) else os.path.join(ws, path)
 
 
-def _resolve(path: str, policy: SandboxPolicy, refusal: str) -> str:
+def _resolve(path: str, policy: SandboxPolicy, tool: str, write: bool) -> str:
     view = layers(policy)
+    ws = os.path.realpath(policy.workspace)
 
     def check(place: str) -> None:
         reason = hidden_reason(place, view)
-        if reason is not None:
-            raise Refused(f"{refusal} {path}: {reason}")
+        if reason is None:
+            return
+        if write and not _within(place, ws):
+            raise Refused(f"{tool} may only write inside the workspace {ws}; {path} resolves to {place} outside it")
+        raise Refused(f"{tool} cannot {'write' if write else 'read'} {path}: {reason}")
 
-    return _walk(_expand(path, os.path.realpath(policy.workspace)), check)
+    real = _walk(_expand(path, ws), check)
+    if write and (real == ws or not _within(real, ws)):
+        raise Refused(f"{tool} may only write inside the workspace {ws}; {path} resolves to {real} outside it")
+    return real
 
 
 def resolve_for_read(path: str, policy: SandboxPolicy, tool: str = "read_file") -> str:
@@ -301,16 +308,12 @@ def resolve_for_read(path: str, policy: SandboxPolicy, tool: str = "read_file") 
     Refused when the path, or any place resolving it passes (a symlink, a ``..``), is not what the sandbox
     shows: a hidden path, the host's /tmp, /run, /proc, /dev.
     """
-    return _resolve(path, policy, f"{tool} cannot read")
+    return _resolve(path, policy, tool, write=False)
 
 
 def resolve_for_write(path: str, policy: SandboxPolicy, tool: str = "write_file") -> str:
     """Like :func:`resolve_for_read`, and the real target must lie inside the workspace."""
-    ws = os.path.realpath(policy.workspace)
-    real = _resolve(path, policy, f"{tool} cannot write")
-    if real == ws or not _within(real, ws):
-        raise Refused(f"{tool} may only write inside the workspace {ws}; {path} resolves to {real} outside it")
-    return real
+    return _resolve(path, policy, tool, write=True)
 
 
 # ---- opening without following symlinks (a link swapped in after the check is not followed) -----------

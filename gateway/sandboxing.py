@@ -57,7 +57,8 @@ def workspace(cfg: Config, paths: Paths) -> Path:
     default = Path(os.path.realpath(default_workspace(paths)))
     if ws == default or default in ws.parents:
         return ws
-    for hidden in hidden_paths(cfg, paths):
+    extra = [Path(p).expanduser() for p in cfg.tools.terminal.hidden_paths]
+    for hidden in [*hidden_paths(cfg, paths), *extra]:
         real = Path(os.path.realpath(hidden))
         if ws == real or real in ws.parents:
             raise ConfigError(f"tools.terminal.cwd: {configured} lies inside {hidden}, which the agent must not "

@@ -67,6 +67,8 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> str:
         return error(f"{asked} is a directory")
     except PermissionError:
         return error(f"permission denied: {asked}")
+    except OSError as exc:
+        return error(f"cannot read {asked}: {exc.strerror or exc}")
     with os.fdopen(fd, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size > MAX_READ_BYTES:
@@ -120,4 +122,8 @@ def write_file(args: dict[str, Any], ctx: ToolContext) -> str:
         return error(f"{asked} is a directory")
     except NotADirectoryError:
         return error(f"cannot write {asked}: a part of the path is a file, not a folder")
+    except PermissionError:
+        return error(f"permission denied: {asked}")
+    except OSError as exc:
+        return error(f"cannot write {asked}: {exc.strerror or exc}")
     return json.dumps({"path": path, "bytes_written": len(data)})

@@ -7,11 +7,12 @@ filesystem is the host's, read-only, except:
 - the workspace (``tools.terminal.cwd``), bound read-write and also ``$HOME``;
 - ``/tmp``: an empty private tmpfs for each command (``$TMPDIR``);
 - hidden paths: each hidden folder is covered with an empty read-only tmpfs, each hidden file with
-  ``/dev/null``. The gateway hides Herald's home (every profile, ``.env``, ``web_token``, ``state.db``,
-  media, logs), the config file, the database file, the credential lock folder and
-  ``tools.terminal.hidden_paths``. ``/run`` is hidden too (``/var/run`` is usually a link to it): a
-  read-only bind still lets a process connect to the unix sockets there (docker.sock, the D-Bus buses,
-  ``$XDG_RUNTIME_DIR``); only the real target of ``/etc/resolv.conf`` is shown again when it lives there.
+  ``/dev/null`` (on a nodev bind it cannot even be opened). The gateway hides Herald's home (every
+  profile, ``.env``, ``web_token``, ``state.db``, media, logs), the config file, the database file,
+  the credential lock folder and ``tools.terminal.hidden_paths``. ``/run`` is hidden too (``/var/run``
+  is usually a link to it): a read-only bind still lets a process connect to the unix sockets there
+  (docker.sock, the D-Bus buses, ``$XDG_RUNTIME_DIR``); only the real target of ``/etc/resolv.conf``
+  is shown again when it lives there.
 - ``/dev`` is a minimal one (null, zero, random, tty, shm, ...), ``/proc`` that of the new PID namespace.
 
 Mount order makes the workspace visible even inside a hidden folder (the default workspace is
@@ -349,7 +350,9 @@ def open_for_read(real: str) -> int:
     """A read-only fd of the regular file ``real``; never follows a symlink, never blocks on a FIFO."""
     try:
         dfd = _open_dir_chain(os.path.dirname(real))
-    except OSError as exc:
+    except (FileNotFoundError, PermissionError):
+        raise
+    except OSError as exc:  # a folder on the way was replaced (by a symlink, a file)
         raise Refused(f"{real} changed while it was being opened ({exc.strerror})") from None
     try:
         fd = os.open(os.path.basename(real), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
@@ -378,7 +381,9 @@ def write_atomically(real: str, data: bytes, workspace: str) -> None:
     ws = os.path.realpath(workspace)
     try:
         dfd = _open_dir_chain(os.path.dirname(real), create_from=ws)
-    except (FileNotFoundError, NotADirectoryError, OSError) as exc:
+    except PermissionError:
+        raise
+    except OSError as exc:
         raise Refused(f"cannot write {real}: a folder on the way is missing or was replaced "
                       f"({exc.strerror or exc})") from None
     name = os.path.basename(real)

@@ -10,6 +10,14 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 RUN groupadd --system herald \
  && useradd --system --gid herald --home-dir /data --shell /usr/sbin/nologin herald
 
+# bubblewrap: the sandbox around the agent's commands (README, "The sandbox"). Docker's default
+# seccomp and AppArmor profiles and its masked /proc paths stop it from building that sandbox, so run
+# the container with --security-opt seccomp=unconfined --security-opt apparmor=unconfined
+# --security-opt systempaths=unconfined (deploy/README.md); otherwise the terminal tool stays off.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends bubblewrap \
+ && rm -rf /var/lib/apt/lists/*
+
 # Only what the wheel is built from, so edits to tests or docs do not invalidate this layer.
 WORKDIR /src
 COPY pyproject.toml README.md ./

@@ -30,7 +30,9 @@ class AgentFactory:
         # Extra ToolContext.extras for every turn, filled by features the tools reach (cron: "cron_api").
         # Not "cron": that key marks a cron turn, whose dangerous commands follow approvals.cron_mode.
         self.tool_extras: dict[str, Any] = {}
-        # The environment variables holding secrets: named by the config, or named like a secret.
+        self.sandbox: Any = None  # tools.sandbox.SandboxPolicy, set at start (gateway/sandboxing.py)
+        # The environment variables holding secrets (named by the config, or named like a secret), whose
+        # values approval prompts mask; commands get an allowlisted environment (tools/sandbox.py).
         self.secret_env_names = sorted(set(secret_env_names(cfg)) | {n for n in os.environ if _SECRET_NAME.search(n)})
 
     def secret_values(self) -> list[str]:
@@ -87,7 +89,6 @@ class AgentFactory:
     def tool_context(self, key: str, interrupt: threading.Event, approve: Any, **extras: Any) -> Any:
         from tools.registry import ToolContext
 
-        cwd = self.cfg.tools.terminal.cwd or os.path.expanduser("~")
+        cwd = str(self.sandbox.workspace) if self.sandbox is not None else os.path.expanduser("~")
         return ToolContext(session_key=key, cwd=cwd, interrupt=interrupt, config=self.cfg.tools,
-                           extras={"secret_env_names": self.secret_env_names, "approve": approve,
-                                   **self.tool_extras, **extras})
+                           extras={"approve": approve, **self.tool_extras, **extras}, sandbox=self.sandbox)

@@ -42,6 +42,8 @@ class HttpHost(Protocol):
     adapters: Mapping[str, PlatformAdapter]
     counters: Mapping[str, int]
     lanes: Any  # .running(), .waiting()
+    warnings: list[str]  # start-up warnings (the sandbox's)
+    started_at: float
 
     def readiness(self) -> tuple[bool, dict[str, Any]]: ...
 
@@ -102,7 +104,8 @@ class HttpServer:
     async def _readyz(self, request: web.Request) -> web.Response:
         # Unauthenticated: adapter states and error classes only, never exception text.
         ready, adapters = self.runner.readiness()
-        return web.json_response({"ready": ready, "adapters": adapters}, status=200 if ready else 503)
+        return web.json_response({"ready": ready, "adapters": adapters, "warnings": self.runner.warnings},
+                                 status=200 if ready else 503)
 
     async def _status(self, request: web.Request) -> web.Response:
         # Authenticated (the /api/ middleware): adds each adapter's redacted last_error.

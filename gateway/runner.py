@@ -20,6 +20,7 @@ from typing import Any
 import structlog
 
 from cron.commands import register_cron_commands
+from gateway import sandboxing
 from gateway.access import AccessControl
 from gateway.agents import AgentFactory
 from gateway.approvals.broker import ApprovalBroker
@@ -100,6 +101,7 @@ class GatewayRunner:
         self.recovery = Recovery(self.store, self.instance, self.lanes, self.commands)
         self.supervisor = Supervisor(self.adapters, self.locks, self.recovery, self.instance, self)
         self._http: Any = None
+        self.warnings: list[str] = []  # start-up warnings /readyz repeats (sandbox: none, no bubblewrap)
 
     # ---- the Gateway port (what adapters see) and the Lifecycle port (what features see) ---------------
 
@@ -132,6 +134,7 @@ class GatewayRunner:
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
+        self.agents.sandbox, self.warnings = sandboxing.setup(self.cfg, self.paths)
         if self.cfg.database.url is None:
             self.paths.home.mkdir(parents=True, exist_ok=True)
         await self.store.init()
@@ -183,6 +186,11 @@ class GatewayRunner:
     def _is_admin(self, source: Source) -> bool:
         adapter = self.adapters.get(source.platform)
         return self.access.admin(source, adapter.trusted if adapter else False)
+
+    @property
+    def sandbox(self) -> Any:
+        """The tools' sandbox policy (tools.sandbox.SandboxPolicy), once started."""
+        return self.agents.sandbox
 
     @property
     def http_port(self) -> int:

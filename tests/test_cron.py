@@ -168,8 +168,8 @@ async def test_run_past_its_time_limit_is_timed_out_and_reported(make_runner):
 
 async def test_a_timed_out_run_stops_its_agent_before_the_next_tool(make_runner, tmp_path, fake_llm):
     clock = Clock()
-    _, _qa, sched = await start_cron(make_runner, clock)
-    marker = tmp_path / "ran-after-the-limit"
+    runner, _qa, sched = await start_cron(make_runner, clock)
+    marker = runner.sandbox.workspace / "ran-after-the-limit"
     job = await create(sched, schedule="10m", timeout_seconds=0.3, name="late tool",
                        prompt=f'[sleep=1][tool=terminal:{{"command": "touch {marker}"}}]')
     clock.t += 600
@@ -429,7 +429,7 @@ async def test_dangerous_command_in_a_run_follows_cron_mode(make_runner, tmp_pat
     clock = Clock()
     runner, qa, sched = await start_cron(make_runner, clock)
     runner.cfg.approvals.cron_mode = mode
-    victim = tmp_path / "victim"
+    victim = runner.sandbox.workspace / "victim"  # the only place the agent's commands may change
     victim.mkdir()
     (victim / "f").write_text("x")
     command = json.dumps({"command": f"rm -rf {victim}"})

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
+
+import pytest
 
 from gateway.config import TerminalConfig, ToolsConfig
 from tools.registry import ToolContext, load_builtin_tools
@@ -51,3 +54,29 @@ def test_overwrite_keeps_mode(tmp_path):
     call(make_ctx(tmp_path), "write_file", path="run.sh", content="new")
     assert target.read_text() == "new" and (target.stat().st_mode & 0o777) == 0o750
     assert [p.name for p in tmp_path.iterdir()] == ["run.sh"]
+
+
+# ---- without a gateway policy: the workspace is the context's cwd, Herald's home is hidden ---------------
+
+
+@pytest.mark.parametrize("sandbox", ["auto", "none"])
+def test_default_policy_hides_herald_home_proc_and_writes_outside(tmp_path, monkeypatch, sandbox):
+    home = tmp_path / "herald-home"
+    home.mkdir()
+    (home / "state.db").write_text("secret rows")
+    monkeypatch.setenv("HERALD_HOME", str(home))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    ctx = ToolContext("s", str(ws), threading.Event(), ToolsConfig(terminal=TerminalConfig(sandbox=sandbox)))
+    # (Under the host's /tmp, which the sandbox does not show either; test_sandbox.py has homes elsewhere.)
+    assert "cannot read" in call(ctx, "read_file", path=str(home / "state.db"))["error"]
+    assert "cannot read" in call(ctx, "read_file", path="../herald-home/state.db")["error"]
+    assert "/proc" in call(ctx, "read_file", path="/proc/self/environ")["error"]
+    assert "/proc" in call(ctx, "read_file", path=f"/proc/{os.getpid()}/environ")["error"]
+    res = call(ctx, "write_file", path="../escape.txt", content="x")
+    assert res["error"].startswith(f"write_file may only write inside the workspace {ws}; ../escape.txt resolves to")
+    assert not (tmp_path / "escape.txt").exists()
+    (ws / "link").symlink_to(home)
+    assert "may only write inside the workspace" in call(ctx, "write_file", path="link/state.db", content="x")["error"]
+    assert (home / "state.db").read_text() == "secret rows"
+    assert call(ctx, "write_file", path="ok.txt", content="fine")["path"] == str(ws / "ok.txt")

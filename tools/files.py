@@ -1,27 +1,25 @@
-"""``read_file`` and ``write_file``: plain text file access relative to the terminal working directory."""
+"""``read_file`` and ``write_file``: text files, seen exactly as the terminal's sandbox sees them.
+
+Paths are resolved like the kernel would (symlinks, ``..``; relative = from the workspace, ``~`` = the
+workspace, the sandbox's $HOME). A read is refused when any step lands where the sandbox shows nothing
+(tools/sandbox.py: Herald's files, hidden paths, /run, the host's /tmp) or on /proc and /dev; a write
+only when the real target lies inside the workspace. The final open never follows a symlink, so a link
+swapped in after the check is not followed either.
+"""
 
 from __future__ import annotations
 
 import json
 import os
-import threading
-from pathlib import Path
 from typing import Any
 
 from tools.registry import ToolContext, error, tool
-from tools.terminal import resolve_cwd
+from tools.sandbox import Refused, context_policy, open_for_read, resolve_for_read, resolve_for_write, write_atomically
 
 MAX_READ_BYTES = 10 * 1024 * 1024
 DEFAULT_LIMIT = 2000
 MAX_LINE_CHARS = 2000
 _SNIFF = 8192
-
-
-def resolve_path(path: str, ctx: ToolContext) -> Path:
-    p = Path(path).expanduser()
-    if not p.is_absolute():
-        p = Path(resolve_cwd(ctx)) / p
-    return p
 
 
 def _positive_int(value: Any, name: str, default: int) -> int:
@@ -57,16 +55,25 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> str:
         limit = _positive_int(args.get("limit"), "limit", DEFAULT_LIMIT)
     except ValueError as exc:
         return error(str(exc))
-    path = resolve_path(str(args["path"]), ctx)
+    asked = str(args["path"])
     try:
-        st = path.stat()
+        path = resolve_for_read(asked, context_policy(ctx))
+        fd = open_for_read(path)
+    except Refused as exc:
+        return error(str(exc))
     except FileNotFoundError:
-        return error(f"file not found: {path}")
-    if path.is_dir():
-        return error(f"{path} is a directory")
-    if st.st_size > MAX_READ_BYTES:
-        return error(f"{path} is too large to read ({st.st_size} bytes; limit {MAX_READ_BYTES})")
-    data = path.read_bytes()
+        return error(f"file not found: {asked}")
+    except IsADirectoryError:
+        return error(f"{asked} is a directory")
+    except PermissionError:
+        return error(f"permission denied: {asked}")
+    except OSError as exc:
+        return error(f"cannot read {asked}: {exc.strerror or exc}")
+    with os.fdopen(fd, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > MAX_READ_BYTES:
+            return error(f"{path} is too large to read ({size} bytes; limit {MAX_READ_BYTES})")
+        data = f.read(MAX_READ_BYTES + 1)[:MAX_READ_BYTES]
     if b"\0" in data[:_SNIFF]:
         return error(f"{path} looks like a binary file")
     lines = data.decode("utf-8", "replace").splitlines()
@@ -77,7 +84,7 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> str:
         if len(line) > MAX_LINE_CHARS:
             line = line[:MAX_LINE_CHARS] + f" [... line cut at {MAX_LINE_CHARS} chars]"
         numbered.append(f"{n:>{width}}\t{line}")
-    result: dict[str, Any] = {"path": str(path), "total_lines": len(lines), "content": "\n".join(numbered)}
+    result: dict[str, Any] = {"path": path, "total_lines": len(lines), "content": "\n".join(numbered)}
     last = offset - 1 + len(chunk)
     if last < len(lines):
         result["next_offset"] = last + 1
@@ -86,11 +93,12 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> str:
 
 @tool(
     "write_file",
-    "Write text to a file, replacing it if it exists and creating parent directories as needed.",
+    "Write text to a file, replacing it if it exists and creating parent directories as needed. Only "
+    "inside the workspace (the terminal's working directory).",
     {
         "type": "object",
         "properties": {
-            "path": {"type": "string", "description": "Absolute, or relative to the working directory."},
+            "path": {"type": "string", "description": "Inside the workspace; absolute, or relative to it."},
             "content": {"type": "string", "description": "The complete new file content."},
         },
         "required": ["path", "content"],
@@ -101,18 +109,21 @@ def write_file(args: dict[str, Any], ctx: ToolContext) -> str:
     content = args["content"]
     if not isinstance(content, str):
         return error("content must be a string")
-    path = resolve_path(str(args["path"]), ctx)
-    if path.is_dir():
-        return error(f"{path} is a directory")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    asked = str(args["path"])
+    policy = context_policy(ctx)
     data = content.encode("utf-8")
-    # Write-then-rename: a crash or a concurrent reader never sees a half-written file.
-    tmp = path.with_name(f".{path.name}.herald-tmp-{os.getpid()}-{threading.get_ident()}")
     try:
-        tmp.write_bytes(data)
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return json.dumps({"path": str(path), "bytes_written": len(data)})
+        path = resolve_for_write(asked, policy)
+        # Write-then-rename: a crash or a concurrent reader never sees a half-written file.
+        write_atomically(path, data, str(policy.workspace))
+    except Refused as exc:
+        return error(str(exc))
+    except IsADirectoryError:
+        return error(f"{asked} is a directory")
+    except NotADirectoryError:
+        return error(f"cannot write {asked}: a part of the path is a file, not a folder")
+    except PermissionError:
+        return error(f"permission denied: {asked}")
+    except OSError as exc:
+        return error(f"cannot write {asked}: {exc.strerror or exc}")
+    return json.dumps({"path": path, "bytes_written": len(data)})

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.config import ToolsConfig
+from tools.sandbox import SandboxPolicy
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +28,11 @@ class ToolContext:
     cwd: str
     interrupt: threading.Event
     config: ToolsConfig
-    # Hooks the gateway or agent attach (``on_activity``, approval, secret_env_names, ...).
+    # Hooks the gateway or agent attach (``on_activity``, approval, ...).
     extras: dict[str, Any] = field(default_factory=dict)
+    # What commands and the file tools may see and touch (tools/sandbox.py); None = built from ``config``
+    # with the default hidden paths and ``cwd`` as the workspace.
+    sandbox: SandboxPolicy | None = None
 
     def heartbeat(self, what: str) -> None:
         """Tell the turn's watchdog a long-running tool is still alive."""
@@ -56,6 +60,8 @@ class Tool:
     # at once), and ``finish`` once the batch is over, however it ended.
     prepare: Callable[[dict[str, Any], ToolContext], None] | None = None
     finish: Callable[[ToolContext], None] | None = None
+    # Why check_enabled says no, in words for the model (None: "disabled in the configuration").
+    disabled_reason: Callable[[ToolsConfig], str | None] | None = None
 
     def schema(self) -> dict[str, Any]:
         return {
@@ -109,7 +115,8 @@ class ToolRegistry:
         # Checked again here, not only when building the schema list, so that a model naming a
         # disabled tool (e.g. terminal) cannot run it.
         if not tool.check_enabled(ctx.config):
-            return error(f"tool {name} is disabled in the configuration")
+            reason = tool.disabled_reason(ctx.config) if tool.disabled_reason else None
+            return error(reason or f"tool {name} is disabled in the configuration")
         if not isinstance(args, dict):
             return error("tool arguments must be a JSON object")
         missing = [p for p in tool.parameters.get("required", ()) if p not in args]
@@ -172,10 +179,11 @@ def tool(
     target: ToolRegistry | None = None,
     prepare: Callable[[dict[str, Any], ToolContext], None] | None = None,
     finish: Callable[[ToolContext], None] | None = None,
+    disabled_reason: Callable[[ToolsConfig], str | None] | None = None,
 ) -> Callable[[Handler], Handler]:
     def decorate(fn: Handler) -> Handler:
         (target or registry).register(Tool(name, description, parameters, fn, toolset, max_result_chars, check_enabled,
-                                           prepare, finish))
+                                           prepare, finish, disabled_reason))
         return fn
 
     return decorate

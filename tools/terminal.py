@@ -1,4 +1,4 @@
-"""The ``terminal`` tool: one bash command in its own process group, bounded in time and output."""
+"""The ``terminal`` tool: one bash command in the sandbox (tools/sandbox.py), bounded in time and output."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import signal
 import subprocess
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from gateway.config import ToolsConfig
 from tools.dangerous import Decision, classify
 from tools.registry import ToolContext, error, tool
+from tools.sandbox import argv, child_env, context_policy, model_problem, resolve_mode, workspace_dir
 
 _POLL = 0.05
 _TERM_GRACE = 1.0
@@ -24,13 +24,20 @@ _DRAIN_AFTER_EXIT = 0.3
 
 
 def _enabled(config: ToolsConfig) -> bool:
-    return config.terminal.enabled
+    # Off as well when the sandbox cannot run here (auto or bwrap without a usable bubblewrap).
+    return config.terminal.enabled and resolve_mode(config.terminal.sandbox, config.terminal.network)[0] != "off"
+
+
+def _disabled_reason(config: ToolsConfig) -> str | None:
+    if not config.terminal.enabled:
+        return None
+    mode, problem = resolve_mode(config.terminal.sandbox, config.terminal.network)
+    return model_problem(problem) if mode == "off" else None
 
 
 def resolve_cwd(ctx: ToolContext) -> str:
-    configured = ctx.config.terminal.cwd
-    base = configured or ctx.cwd or str(Path.home())
-    return str(Path(base).expanduser())
+    """The workspace: where commands start, ``$HOME`` inside the sandbox, the only place they may write."""
+    return str(context_policy(ctx).workspace)
 
 
 class _Capture:
@@ -98,28 +105,26 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def _child_env(ctx: ToolContext) -> dict[str, str]:
-    env = dict(os.environ)
-    # The gateway passes the names of secret-holding variables so the agent cannot `env` them out.
-    for name in ctx.extras.get("secret_env_names", ()):
-        env.pop(name, None)
-    return env
-
-
 def run_command(command: str, ctx: ToolContext, timeout: float | None = None) -> dict[str, Any]:
     tcfg = ctx.config.terminal
     limit = tcfg.timeout_seconds if timeout is None else min(timeout, tcfg.timeout_seconds)
-    cwd = resolve_cwd(ctx)
-    if not os.path.isdir(cwd):
-        return {"error": f"working directory does not exist: {cwd}"}
+    policy = context_policy(ctx)
+    if policy.mode == "off":
+        return {"error": model_problem(policy.problem)}
+    try:
+        cwd = workspace_dir(policy)
+    except FileNotFoundError as exc:
+        return {"error": str(exc)}
+    # With bwrap, killing the group kills bwrap, and its sandbox dies with it (--die-with-parent and the
+    # PID namespace), so nothing the command started outlives the call.
     proc = subprocess.Popen(
-        ["/bin/bash", "-c", command],
+        argv(command, policy),
         cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        env=_child_env(ctx),
+        env=child_env(policy),
     )
     capture = _Capture(proc.stdout, tcfg.max_output_chars)
     deadline = time.monotonic() + limit
@@ -189,8 +194,11 @@ def _finish(ctx: ToolContext) -> None:
 
 @tool(
     "terminal",
-    "Run a shell command with /bin/bash -c on the host and return its combined stdout/stderr and exit "
-    "code. No stdin; use non-interactive flags. Long output is cut in the middle.",
+    "Run a shell command with /bin/bash -c and return its combined stdout/stderr and exit code. Sandboxed "
+    "(unless the operator turned that off): the working directory (the workspace, also $HOME) is the only "
+    "writable place besides /tmp, which is empty for each command; the rest of the filesystem is read-only, "
+    "some of it hidden, and processes end with the call. No stdin; use non-interactive flags. Long output "
+    "is cut in the middle.",
     {
         "type": "object",
         "properties": {
@@ -201,6 +209,7 @@ def _finish(ctx: ToolContext) -> None:
     },
     toolset="terminal",
     check_enabled=_enabled,
+    disabled_reason=_disabled_reason,
     prepare=_prepare,
     finish=_finish,
 )

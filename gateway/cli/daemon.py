@@ -11,16 +11,27 @@ from typing import Annotated
 
 import typer
 
-from gateway.cli.common import load
-from gateway.config import Config, Paths, configured_secrets
+from gateway.cli.common import fail_config, load
+from gateway.config import Config, ConfigError, Paths, configured_secrets
 
 app = typer.Typer()
+
+
+def check_workspace(cfg: Config, paths: Paths) -> None:
+    """tools.terminal.cwd inside a folder the sandbox hides (Herald's home, ...) is a config error."""
+    from gateway import sandboxing
+
+    try:
+        sandboxing.workspace(cfg, paths)
+    except ConfigError as exc:
+        fail_config(exc)
 
 
 @app.command()
 def run(config: Annotated[str | None, typer.Option("--config", "-c", help="path to config.yaml")] = None) -> None:
     """Run the gateway daemon in the foreground."""
     cfg, paths = load(config)
+    check_workspace(cfg, paths)
     from gateway.filemodes import secure_home
     from gateway.logs import configure_logging, get_logger
 
@@ -68,6 +79,8 @@ async def _serve(cfg: Config, paths: Paths) -> int:
             typer.echo(f"Herald web chat: {url} (access token in {paths.web_token_file})")
     else:
         typer.echo(f"Herald is running (http on {url})")
+    for line in runner.warnings:  # the sandbox's: unsandboxed by choice, or the terminal off
+        typer.echo(f"warning: {line}")
     if not cfg.model.configured:
         typer.echo("No model configured: set model.base_url, model.name and model.api_key_env in "
                    f"{paths.config_file} (see config.example.yaml).")
@@ -82,8 +95,13 @@ async def _serve(cfg: Config, paths: Paths) -> int:
 def check_config(config: Annotated[str | None, typer.Option("--config", "-c")] = None) -> None:
     """Validate the config file and exit (status 2 and the key path when it is wrong)."""
     cfg, paths = load(config)
+    from gateway import sandboxing
+
+    check_workspace(cfg, paths)
     where = paths.config_file if paths.config_file.exists() else "embedded defaults"
     typer.echo(f"config ok ({where}); home {paths.home}; model {cfg.model.name or 'not configured'}")
+    for line in sandboxing.warnings(cfg):
+        typer.echo(f"warning: {line}")
 
 
 @app.command()

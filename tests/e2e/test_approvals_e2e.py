@@ -42,15 +42,15 @@ def press(herald: Herald, chat: str, button_id: str, user_id: str) -> dict[str, 
         stream.close()
 
 
-def victim(tmp_path: Path, name: str) -> Path:
-    d = tmp_path / name
+def victim(herald: Herald, name: str) -> Path:
+    d = herald.home / "workspace" / name  # the only place the agent's commands may change
     d.mkdir()
     (d / "precious.txt").write_text("keep me")
     return d
 
 
-def test_approve_once_through_the_web_buttons(herald: Herald, tmp_path: Path) -> None:
-    target = victim(tmp_path, "victim")
+def test_approve_once_through_the_web_buttons(herald: Herald) -> None:
+    target = victim(herald, "victim")
     herald.post(ask(f"rm -rf {target}"), chat_id="ap")
     prompt = prompt_of(herald.wait_for("ap", prompt_of))
     assert [b["label"] for b in prompt["buttons"]] == [
@@ -80,9 +80,9 @@ def test_approve_once_through_the_web_buttons(herald: Herald, tmp_path: Path) ->
     assert {e["event"] for e in events} >= {"approval_requested", "approval_decided"}
 
 
-def test_deny_and_timeout_do_not_run(make_herald: Callable[..., Herald], tmp_path: Path) -> None:
+def test_deny_and_timeout_do_not_run(make_herald: Callable[..., Herald]) -> None:
     herald = make_herald({"approvals": {"timeout_seconds": 1}})
-    target = victim(tmp_path, "victim")
+    target = victim(herald, "victim")
     herald.post(ask(f"rm -rf {target}"), chat_id="deny")
     prompt = prompt_of(herald.wait_for("deny", prompt_of))
     deny = next(b["id"] for b in prompt["buttons"] if b["label"] == "Deny")

@@ -1,0 +1,99 @@
+"""What the gateway hides from the agent, where its workspace is, and what start-up says about the sandbox.
+
+The sandbox itself is tools/sandbox.py; this module only knows Herald's own files (``Paths``, the
+database URL, the credential lock folder) and turns them into the policy every turn's tools get.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import structlog
+
+from gateway.config import Config, ConfigError, Paths
+from gateway.locks import lock_dir
+from tools.sandbox import SandboxPolicy, make_policy, resolve_mode, startup_problem
+
+log = structlog.get_logger("herald.sandbox")
+
+
+def herald_base() -> Path:
+    """$HERALD_HOME (every profile lives under it), as config.resolve_paths finds it."""
+    return Path(os.environ.get("HERALD_HOME") or Path.home() / ".herald").expanduser()
+
+
+def _sqlite_file(url: str | None) -> Path | None:
+    if not url or not url.startswith("sqlite"):
+        return None
+    from sqlalchemy.engine import make_url
+
+    database = make_url(url).database
+    if not database or database == ":memory:":
+        return None
+    return Path(os.path.abspath(database))
+
+
+def hidden_paths(cfg: Config, paths: Paths) -> list[Path]:
+    """Everything of Herald's the agent must never see (tools.terminal.hidden_paths is added by make_policy)."""
+    hidden = [herald_base(), paths.home, paths.env_file, paths.web_token_file, paths.media_dir, paths.logs_dir,
+              paths.config_file, paths.db_file, lock_dir().parent]
+    db = _sqlite_file(cfg.database.url)
+    if db is not None:
+        hidden += [db, *(db.with_name(db.name + suffix) for suffix in ("-wal", "-shm", "-journal"))]
+    return hidden
+
+
+def default_workspace(paths: Paths) -> Path:
+    return paths.home / "workspace"
+
+
+def workspace(cfg: Config, paths: Paths) -> Path:
+    """tools.terminal.cwd, or <profile home>/workspace. ``ConfigError`` when cwd lies inside a hidden folder."""
+    configured = cfg.tools.terminal.cwd
+    if not configured:
+        return default_workspace(paths)
+    ws = Path(os.path.realpath(Path(configured).expanduser()))
+    default = Path(os.path.realpath(default_workspace(paths)))
+    if ws == default or default in ws.parents:
+        return ws
+    extra = [Path(p).expanduser() for p in cfg.tools.terminal.hidden_paths]
+    for hidden in [*hidden_paths(cfg, paths), *extra]:
+        real = Path(os.path.realpath(hidden))
+        if ws == real or real in ws.parents:
+            raise ConfigError(f"tools.terminal.cwd: {configured} lies inside {hidden}, which the agent must not "
+                              f"see; use a folder outside it, or leave cwd unset ({default_workspace(paths)})")
+    return ws
+
+
+def policy(cfg: Config, paths: Paths, create: bool = True) -> SandboxPolicy:
+    """The policy for every tool call of this daemon; creates the default workspace (0700) when missing."""
+    ws = workspace(cfg, paths)
+    if create and not cfg.tools.terminal.cwd:
+        ws.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return make_policy(cfg.tools.terminal, workspace=ws, hidden=hidden_paths(cfg, paths))
+
+
+def warnings(cfg: Config) -> list[str]:
+    """The sandbox's start-up warnings: unsandboxed by choice, or the terminal off for want of bubblewrap."""
+    terminal = cfg.tools.terminal
+    if not terminal.enabled:
+        return []
+    out = []
+    line = startup_problem(*resolve_mode(terminal.sandbox, terminal.network))
+    if line:
+        out.append(line)
+    if terminal.cwd and os.path.realpath(Path(terminal.cwd).expanduser()) == os.path.realpath(Path.home()):
+        out.append("tools.terminal.cwd is the home folder: commands and write_file can change ~/.bashrc and "
+                   "other start-up files")
+    return out
+
+
+def setup(cfg: Config, paths: Paths) -> tuple[SandboxPolicy, list[str]]:
+    """At start-up: the policy, and the warning lines (logged here; ``herald run`` prints them too)."""
+    result = policy(cfg, paths)
+    lines = warnings(cfg)
+    for line in lines:
+        log.warning("sandbox_warning", message=line)
+    log.info("sandbox", mode=result.mode, workspace=str(result.workspace), network=result.network)
+    return result, lines

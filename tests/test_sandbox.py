@@ -522,7 +522,7 @@ async def test_runner_attaches_the_policy_and_readyz_names_sandbox_none(make_run
 
     runner, _qa = await make_runner({"tools": {"terminal": {"enabled": True, "sandbox": "none"}}})
     assert runner.sandbox.mode == "none" and runner.sandbox.workspace == home / "workspace"
-    ctx = runner._tool_context("k", threading.Event(), None)
+    ctx = runner.agents.tool_context("k", threading.Event(), None)
     assert ctx.sandbox is runner.sandbox and ctx.cwd == str(home / "workspace")
     async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{runner.http_port}/readyz") as resp:
         body = await resp.json()

@@ -18,6 +18,7 @@ import structlog
 
 from cron.jobs import Target, parse_targets, split_chat
 from cron.store import CronStore
+from gateway.instance import process_gone, process_start
 from gateway.logs import redact
 from gateway.platforms.base import OutboundMessage, Source
 
@@ -74,23 +75,13 @@ LEASE_SECONDS = 600.0
 
 
 def owner_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """This process, as gateway.instance names processes (its start time tells a reused pid apart)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{process_start(os.getpid())}"
 
 
 def owner_is_dead(owner: str | None) -> bool:
     """True when ``owner`` was a process on this machine that is gone (a restart, a crash)."""
-    host, _, pid = (owner or "").rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    if int(pid) == os.getpid():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    return bool(owner) and process_gone(owner)
 
 
 async def deliver_run(host: CronHost, store: CronStore, job: dict[str, Any], run_id: int, text: str,

@@ -179,11 +179,24 @@ class Lanes:
                     turn.abandon("timeout")
 
     async def drain(self, timeout: float) -> None:
-        """Shutdown: let running turns finish for up to ``timeout``, then cut the rest."""
-        drains = [lane.task for lane in self.lanes.values() if lane.task]
+        """Shutdown: let running turns finish for up to ``timeout``, then cut the rest.
+
+        A turn waiting for a person is cut at once: nobody answers within a drain, and its request is
+        denied (and its user told) when Herald is back.
+        """
+        drains = {lane.task for lane in self.lanes.values() if lane.task}
         if not drains:
             return
-        _, pending = await asyncio.wait(drains, timeout=timeout)
+        deadline = asyncio.get_running_loop().time() + timeout
+        pending = drains
+        while pending:
+            for lane in self.lanes.values():
+                if lane.turn is not None and lane.turn.last_step.startswith("waiting for approval"):
+                    lane.turn.abandon("shutdown")
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                break
+            _, pending = await asyncio.wait(pending, timeout=min(0.2, left))
         for lane in self.lanes.values():
             if lane.turn is not None:
                 lane.turn.abandon("shutdown")

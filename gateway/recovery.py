@@ -31,7 +31,9 @@ class Recovery:
     async def recover(self, adapter: PlatformAdapter) -> int:
         """Take over ``adapter``'s unfinished rows whose owner is gone; returns how many were resumed."""
         resumed = 0
-        for row in await self.store.inbox_unfinished(adapter.name):
+        rows = await self.store.inbox_unfinished(adapter.name)
+        await self.instance.refresh()  # after the rows: their owners' heartbeats are all in this read
+        for row in rows:
             if not self.instance.gone(row["owner"], row["lease_until"]):
                 continue
             if not await self.store.inbox_claim(row, self.instance.id, self.instance.lease()):

@@ -69,6 +69,7 @@ class ApprovalBroker:
 
     async def start(self) -> None:
         self._always, self._grants, pending = await self.store.load()
+        await self.instance.refresh()  # after the rows: their owners' heartbeats are all in this read
         # Only requests whose instance is gone: another daemon on the same database may be waiting on its own.
         stale = [r for r in pending if self.instance.gone(r.get("owner"))]
         if not stale:

@@ -1,0 +1,144 @@
+"""Durability of the turn machinery: work owned by another instance is left to it, work of a gone one is
+taken over once, turns resume after their last stored step, and turns waiting for a person don't starve
+the others."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+from gateway.instance import process_gone, process_start
+from gateway.platforms.base import InboundMessage, Source
+from tests.fakes.llm import Reply, ToolCall
+from tests.test_approvals import ask, prompt_id, prompts, wait_prompts, wait_until
+
+
+def inbound(text: str, mid: str, chat: str = "c1") -> dict[str, Any]:
+    return InboundMessage(Source("qa", chat, "u1"), text, mid, received_at=1.0).to_dict()
+
+
+async def _status(runner: Any, row: int, status: str) -> bool:
+    found = await runner.store.inbox_get(row)
+    return found is not None and found["status"] == status
+
+
+async def test_fifty_pending_approvals_do_not_hold_up_another_chat(make_runner, tmp_path: Path):
+    """Turns waiting for a person give their compute slot back: with 4 slots and 50 turns waiting for
+    approval, a 51st chat is still answered — while all 50 are still waiting."""
+    runner, qa = await make_runner({"gateway": {"max_concurrent_turns": 4},
+                                    "tools": {"terminal": {"cwd": str(tmp_path)}}})
+    for i in range(50):
+        await qa.say(ask(f"rm -rf {tmp_path}/victim-{i}"), chat_id=f"waiting-{i}")
+    await wait_prompts(qa, 50, timeout=30)
+    await qa.say("are you there?", chat_id="other")
+    await qa.wait_for(lambda t: "echo: are you there?" in t, chat_id="other", timeout=10)
+    assert len(runner.approvals.pending) == 50
+    assert runner.lanes.running() == 50  # every one of them still inside its turn, waiting
+    # And each of them still goes on once answered (its slot is given back).
+    for sent in prompts(qa)[:3]:
+        await qa.click(f"ap:{prompt_id(sent)}:d", chat_id=sent.chat_id)
+    await wait_until(lambda: len(runner.approvals.pending) == 47)
+
+
+async def test_rows_of_a_live_instance_are_left_to_it_and_a_gone_ones_are_taken_once(make_runner, tmp_path):
+    db = f"sqlite+aiosqlite:///{tmp_path / 'r.db'}"
+    runner, qa = await make_runner(db_url=db)
+    host = socket.gethostname()
+    alive = runner.instance.id  # another instance of this very process: alive, lease renewed
+    gone = f"{host}:999999:1:dead"  # a process that no longer runs
+    expired = "elsewhere:1:1:x"  # another machine, lease long over
+    ids = {}
+    for name, owner, lease in (("alive", alive, runner.instance.lease()), ("gone", gone, 10**10),
+                               ("expired", expired, 1.0)):
+        ids[name] = await runner.store.inbox_add("qa", name, "qa:dm:c1", inbound(f"from {name}", name),
+                                                 owner=owner, lease_until=lease)
+    other = await make_runner(db_url=db)
+    await other[1].wait_for(lambda t: {"echo: from gone", "echo: from expired"} <= set(t))
+    await asyncio.sleep(0.3)
+    assert "echo: from alive" not in other[1].texts() and "echo: from alive" not in qa.texts()
+    assert (await runner.store.inbox_get(ids["alive"]))["owner"] == alive
+    # Recovery runs again (an adapter reconnecting, the periodic sweep): nothing is taken twice.
+    assert await other[0].recovery.recover(other[1]) == 0
+    assert other[1].texts().count("echo: from gone") == 1
+
+
+def test_a_process_is_gone_when_its_pid_is_free_or_belongs_to_a_newer_process():
+    import os
+
+    host = socket.gethostname()
+    me = f"{host}:{os.getpid()}:{process_start(os.getpid())}:n"
+    assert not process_gone(me)
+    assert process_gone(f"{host}:{os.getpid()}:1:n")  # same pid, started at another time: a restart
+    assert process_gone(f"{host}:999999:1:n")
+    assert not process_gone("another-host:1:1:n")  # can't be told from here: the lease decides
+
+
+async def test_a_turn_resumes_after_its_last_stored_step(make_runner, fake_llm, tmp_path):
+    """What a crash after a tool call leaves: the user message, the call and its result are stored, the
+    inbox row is pending. After the restart the turn goes on from there: the tool is not run again."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    runner, _qa = await make_runner(db_url=db)
+    session = await runner.sessions.get("qa:dm:c1", "qa")
+    row = await runner.store.inbox_add("qa", "m1", "qa:dm:c1", inbound("count the files", "m1"),
+                                       owner="gone-host:1:1:x", lease_until=1.0)
+    call = {"id": "call_1", "type": "function", "function": {"name": "terminal", "arguments": '{"command": "ls"}'}}
+    await runner.store.append_messages(session["id"], [
+        {"role": "user", "content": "count the files"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": json.dumps({"output": "a\nb\n", "exit_code": 0})},
+    ], inbox_id=row)
+    await runner.shutdown()
+    fake_llm.script(Reply("there are 2 files"))
+    runner2, qa2 = await make_runner(db_url=db)
+    await qa2.wait_for(lambda t: "there are 2 files" in t)
+    request = fake_llm.requests[-1]
+    assert [m["role"] for m in request["messages"]][-3:] == ["user", "assistant", "tool"]
+    assert sum(m["role"] == "user" for m in request["messages"]) == 1  # the question is not asked twice
+    assert len(fake_llm.requests) == 1  # one model call: the turn went on, nothing ran before it
+    history = await runner2.store.session_history(session["id"])
+    assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant"]
+    await wait_until(lambda: _status(runner2, row, "done"))
+
+
+async def test_a_call_cut_off_mid_run_gets_a_result_saying_so_not_a_second_run(make_runner, fake_llm, tmp_path):
+    db = f"sqlite+aiosqlite:///{tmp_path / 'c.db'}"
+    runner, _qa = await make_runner(db_url=db)
+    session = await runner.sessions.get("qa:dm:c1", "qa")
+    row = await runner.store.inbox_add("qa", "m1", "qa:dm:c1", inbound("deploy", "m1"),
+                                       owner="gone-host:1:1:x", lease_until=1.0)
+    call = {"id": "call_9", "type": "function",
+            "function": {"name": "terminal", "arguments": '{"command": "./deploy.sh"}'}}
+    await runner.store.append_messages(session["id"], [{"role": "user", "content": "deploy"},
+                                                       {"role": "assistant", "content": None, "tool_calls": [call]}],
+                                       inbox_id=row)
+    await runner.shutdown()
+    fake_llm.script(Reply("I could not tell whether the deploy finished"))
+    _runner2, qa2 = await make_runner(db_url=db)
+    await qa2.wait_for(lambda t: any("could not tell" in x for x in t))
+    (request,) = fake_llm.requests
+    tool_msg = request["messages"][-1]
+    assert tool_msg["role"] == "tool" and tool_msg["tool_call_id"] == "call_9"
+    assert "not run again" in tool_msg["content"]
+
+
+async def test_steps_are_stored_as_they_happen(make_runner, fake_llm, tmp_path):
+    """By the time the model is asked again, the call and its result are already in the database."""
+    import sqlite3
+
+    runner, qa = await make_runner({"tools": {"terminal": {"cwd": str(tmp_path)}}})
+    stored_when_asked: list[list[str]] = []
+
+    def responder(request: dict[str, Any]) -> Any:
+        if request["messages"][-1]["role"] == "tool":
+            with sqlite3.connect(runner.paths.db_file) as db:
+                stored_when_asked.append([r[0] for r in db.execute("SELECT role FROM messages ORDER BY id")])
+            return Reply("done")
+        return ToolCall("terminal", {"command": "echo hi"})
+
+    fake_llm.responder = responder
+    await qa.say("run it")
+    await qa.wait_for(lambda t: "done" in t)
+    assert stored_when_asked and stored_when_asked[0][-3:] == ["user", "assistant", "tool"]

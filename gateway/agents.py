@@ -11,7 +11,8 @@ from typing import Any
 
 import structlog
 
-from gateway.config import Config, Paths, secret, secret_env_names
+from gateway.config import Config, Paths, secret_env_names
+from gateway.configbase import secret
 
 log = structlog.get_logger("herald.agents")
 

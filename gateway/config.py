@@ -339,13 +339,6 @@ def load_env_file(paths: Paths) -> None:
                 os.environ.setdefault(key, value)
 
 
-def secret(env_name: str | None) -> str | None:
-    if not env_name:
-        return None
-    value = os.environ.get(env_name)
-    return value or None
-
-
 def secret_env_names(cfg: BaseModel) -> list[str]:
     """Every environment variable the config names through a ``*_env`` key (for log redaction).
 

@@ -1,12 +1,21 @@
 """The base of every config model: strict (an unknown key is an error naming its path), plus what every
-platform section has in common. Platform modules declare their own section on top of ``PlatformConfig``;
-gateway/config.py assembles ``platforms.*`` from the platform registry."""
+platform section has in common, and reading a secret from the environment. Platform modules declare their
+own section on top of ``PlatformConfig`` and import only this; gateway/config.py assembles ``platforms.*``
+from the platform registry."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+def secret(env_name: str | None) -> str | None:
+    """The value of the environment variable a ``*_env`` key names (secrets live only there)."""
+    if not env_name:
+        return None
+    return os.environ.get(env_name) or None
 
 
 class StrictModel(BaseModel):

@@ -17,9 +17,9 @@ from gateway.config import (
     load_config,
     parse_config,
     resolve_paths,
-    secret,
     secret_env_names,
 )
+from gateway.configbase import secret
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "config.example.yaml"

@@ -149,8 +149,10 @@ approvals = Table(
     Column("requested_by", String(256), nullable=True),  # the user who started the turn
     Column("turn_id", String(32), nullable=True),
     Column("command", Text, nullable=False),  # redacted, as shown in the prompt
+    # sha256 of the exact command text (not normalised): ties a cron job's approved script to this decision.
+    Column("command_sha256", String(64), nullable=True),
     Column("reason", Text, nullable=True),
-    Column("level", String(16), nullable=False),  # dangerous | hardline
+    Column("level", String(16), nullable=False),  # dangerous | hardline | safe (a cron job's script)
     # pending -> approved | denied | expired | forbidden
     Column("status", String(16), nullable=False),
     # approved: once | session | always | allow (config) | off (mode) | cron

@@ -263,6 +263,11 @@ cron_jobs = Table(
     Column("repeat", Integer, nullable=True),  # stop after this many runs; None = forever
     Column("runs_done", Integer, nullable=False),
     Column("script", Text, nullable=True),
+    # Who vouches for the script (cron/jobs.py script_problem): "operator" (`herald cron add`, trusted) or
+    # "agent" (the cronjob tool: a person approved this exact text in the chat). None: nobody; it is not run.
+    Column("script_source", String(16), nullable=True),
+    Column("script_approved_by", String(256), nullable=True),  # agent: "platform:user_id" of the approver
+    Column("script_approval_id", String(16), nullable=True),  # agent: the approvals row of that decision
     Column("no_agent", Boolean, nullable=False),
     Column("model", String(200), nullable=True),
     Column("timeout_seconds", Float, nullable=True),

@@ -227,19 +227,25 @@ class FakeCronAPI:
         return {"script_needs_approval": {"script": args["script"]}} if approval is None else {"updated": args}
 
 
-@pytest.mark.parametrize("extras, why", [
-    ({"cron": True, "approve": lambda *a, **k: pytest.fail("asked in a cron run")}, "cannot set scripts"),
-    ({}, "nobody can be asked here"),
-], ids=["cron-run", "no-hook"])
-def test_the_tool_never_sets_a_script_without_someone_to_ask(extras, why):
+def never_asked(*_a: Any, **_k: Any) -> Any:
+    pytest.fail("a person was asked")
+
+
+@pytest.mark.parametrize("extras, terminal, why", [
+    ({"cron": True, "approve": never_asked}, True, "cannot set scripts"),
+    ({}, True, "nobody can be asked here"),
+    ({"approve": never_asked}, False, "the terminal is off"),
+], ids=["cron-run", "no-hook", "terminal-off"])
+def test_the_tool_never_sets_a_script_it_may_not(extras, terminal, why):
     import threading
 
-    from gateway.config import ToolsConfig
+    from gateway.config import TerminalConfig, ToolsConfig
     from tools.cronjob import cronjob as tool
     from tools.registry import ToolContext
 
     api = FakeCronAPI()
-    ctx = ToolContext("k", "/tmp", threading.Event(), ToolsConfig(), extras={"cron_api": api, **extras})
+    config = ToolsConfig(terminal=TerminalConfig(enabled=terminal))
+    ctx = ToolContext("k", "/tmp", threading.Event(), config, extras={"cron_api": api, **extras})
     result = json.loads(tool({"action": "update", "id": "j1", "script": "echo hi"}, ctx))
     assert why in result["error"] and "was not changed" in result["error"]
     assert api.approvals == [None]  # asked what the call would do; never called with an approval

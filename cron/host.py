@@ -13,6 +13,7 @@ from gateway.delivery import Delivery
 from gateway.platforms.base import Source
 from gateway.ports import Adapters, DetachedTurns, Lifecycle
 from gateway.store import Store
+from tools.sandbox import SandboxPolicy
 
 
 @dataclass(frozen=True)
@@ -25,3 +26,5 @@ class CronHost:
     life: Lifecycle
     tool_extras: dict[str, Any]  # ToolContext extras every turn gets: the scheduler adds "cron_api"
     is_admin: Callable[[Source], bool]  # may act on every chat's jobs
+    # The policy the agent's commands run under (set at start-up): jobs' scripts run under it too.
+    sandbox: Callable[[], SandboxPolicy | None]

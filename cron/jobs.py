@@ -1,4 +1,10 @@
-"""Building and changing job rows: the one place the CLI, the ``cronjob`` tool and ``/cron`` validate fields."""
+"""Building and changing job rows: the one place the CLI, the ``cronjob`` tool and ``/cron`` validate fields.
+
+A job's script is a shell command that runs unattended on every run, so somebody must vouch for it: the
+operator (``herald cron add`` / ``herald cron approve``: ``script_source="operator"``) or a person who
+approved this exact text in the chat when the agent asked (``script_source="agent"``, with the approver and
+the approval's id). :func:`script_problem` is what the scheduler checks before it runs one.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +16,64 @@ from urllib.parse import quote, unquote
 from cron.schedule import ScheduleError, first_run, format_time, parse_schedule, zone
 from cron.store import new_job_id
 
-# Fields a user may set on create and change with update.
+# Fields a user may set on create and change with update. Never the script_* columns: only the approval
+# gate (cron/tool_api.py) and the operator's CLI write those.
 JOB_EDITABLE = ("name", "prompt", "schedule", "tz", "deliver", "repeat", "script", "no_agent", "model",
                 "timeout_seconds")
+SCRIPT_TRUST = ("script_source", "script_approved_by", "script_approval_id")
 
 
 class JobError(ValueError):
     """A job field is wrong; ``str()`` says which and why."""
+
+
+@dataclass(frozen=True)
+class ScriptApproval:
+    """A person's approval of one exact script, from the chat's approval prompt (tools/cronjob.py)."""
+
+    script: str
+    approved_by: str  # "platform:user_id"
+    approval_id: str
+
+    def fields(self) -> dict[str, Any]:
+        return {"script_source": "agent", "script_approved_by": self.approved_by,
+                "script_approval_id": self.approval_id}
+
+
+def operator_script(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with its script vouched for by the operator (who runs `herald cron`: trusted)."""
+    if row.get("script"):
+        return {**row, "script_source": "operator", "script_approved_by": "operator", "script_approval_id": None}
+    return {**row, **dict.fromkeys(SCRIPT_TRUST)}
+
+
+def script_problem(job: dict[str, Any]) -> str | None:
+    """Why this job's script may not run (None: it may, or there is none), from the row alone.
+
+    An agent's script also needs its approval row to match (the scheduler checks that in the database).
+    """
+    if not job.get("script"):
+        return None
+    source = job.get("script_source")
+    if source == "operator":
+        return None
+    if source == "agent" and job.get("script_approved_by") and job.get("script_approval_id"):
+        return None
+    return ("its script has no recorded approval (it comes from an older Herald, or its row was changed "
+            "outside Herald), so it was not run and the job is paused: check the script, then approve it with "
+            f"`herald cron approve {job.get('id')}`, or have the agent set it again (the chat is asked), or "
+            "re-create the job")
+
+
+def script_trust(job: dict[str, Any]) -> str | None:
+    """Who vouches for the script, as `herald cron` and /cron show it (None: no script)."""
+    if not job.get("script"):
+        return None
+    if job.get("script_source") == "operator":
+        return "script by the operator"
+    if script_problem(job) is None:
+        return f"script by the agent, approved by {job['script_approved_by']} (approval {job['script_approval_id']})"
+    return "script NOT APPROVED: it will not run"
 
 
 @dataclass(frozen=True)
@@ -126,6 +183,7 @@ def public_job(job: dict[str, Any]) -> dict[str, Any]:
         "last_status": job["last_status"], "repeat": job["repeat"], "runs_done": job["runs_done"],
         "prompt": job["prompt"], "script": job["script"], "no_agent": bool(job["no_agent"]), "model": job["model"],
         "timeout_seconds": job["timeout_seconds"],
+        **{k: job.get(k) for k in SCRIPT_TRUST},
     }
 
 
@@ -133,8 +191,11 @@ def job_line(job: dict[str, Any]) -> str:
     state = "active" if job["enabled"] else ("paused" if job["next_run_at"] else "finished")
     nxt = f"next {format_time(job['next_run_at'], job['tz'])}" if job["enabled"] and job["next_run_at"] else state
     last = f", last {job['last_status']}" if job["last_status"] else ""
-    return f"{job['id']}  {job['name']}  [{job['schedule']}] → {job['deliver']}  ({nxt}{last})"
+    trust = script_trust(job)
+    return f"{job['id']}  {job['name']}  [{job['schedule']}] → {job['deliver']}  ({nxt}{last})" + (
+        f"  [{trust}]" if trust else "")
 
 
-__all__ = ["JOB_EDITABLE", "JobError", "ScheduleError", "Target", "build_job", "job_line", "parse_targets",
-           "public_job", "schedule_of"]
+__all__ = ["JOB_EDITABLE", "SCRIPT_TRUST", "JobError", "ScheduleError", "ScriptApproval", "Target", "build_job",
+           "job_line", "operator_script", "parse_targets", "public_job", "schedule_of", "script_problem",
+           "script_trust"]

@@ -10,6 +10,11 @@ daemons on one database, or a restart in the middle, never run a due time twice.
 follows the catch-up rules: a recurring job whose latest due time is within its catch-up window runs
 once, older misses fast-forward (one ``missed`` history row, no burst); a one-shot late by at most two
 minutes runs, a later one is marked missed and its targets are told.
+
+A job's script runs like the agent's terminal commands: in the sandbox (tools/sandbox.py) with its
+allowlisted environment, and only when somebody vouched for it (cron/jobs.py ``script_problem``; for the
+agent's scripts also a matching, person-made approval row). A script nobody vouched for is not run and its
+job is paused.
 """
 
 from __future__ import annotations
@@ -25,10 +30,13 @@ import structlog
 
 from cron import schedule as sch
 from cron.delivery import LEASE_SECONDS, deliver_run, header, owner_id, owner_is_dead
-from cron.jobs import schedule_of
+from cron.jobs import schedule_of, script_problem
 from cron.store import Claim, CronStore, op_claim, op_claim_request, op_fail_stale_runs
 from cron.tool_api import CronToolAPI
+from gateway.approvals.text import exact_hash
 from gateway.logs import redact
+from tools.dangerous import classify
+from tools.sandbox import SandboxUnavailable, run_sandboxed
 
 if TYPE_CHECKING:
     from cron.host import CronHost
@@ -37,6 +45,7 @@ log = structlog.get_logger("herald.cron")
 
 SILENT = "[SILENT]"
 SCRIPT_OUTPUT_LIMIT = 20_000
+NO_SANDBOX = "scripts need the sandbox: install bubblewrap or set tools.terminal.sandbox: none"
 
 CRON_PROMPT = (
     "[Scheduled job «{name}» ({id}), running on its own: nobody is here to answer questions, so do the task "
@@ -250,7 +259,7 @@ class CronScheduler:
     async def _produce(self, job: dict[str, Any], run_id: int, limit: float) -> str:
         prompt = job["prompt"]
         if job["script"]:
-            stdout = await self._script(job["script"])
+            stdout = await self._script(job, limit)
             if job["no_agent"]:
                 return stdout
             prompt = f"{prompt}\n\n[Output of the job's script]\n{stdout}"
@@ -263,29 +272,52 @@ class CronScheduler:
                             result.text)
         return result.text or ""
 
-    async def _script(self, command: str) -> str:
-        cwd = self.host.cfg.tools.terminal.cwd or None
-        proc = await asyncio.create_subprocess_shell(
-            command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=cwd,
-            stdin=asyncio.subprocess.DEVNULL, start_new_session=True)
+    async def _script(self, job: dict[str, Any], limit: float) -> str:
+        refused = await self._unvouched(job)
+        if refused is not None:
+            # It would be refused on every run: the job stops until someone approves or changes it.
+            await self.store.update_job(job["id"], enabled=False)
+            log.warning("cron_script_refused", source=job["script_source"], reason=refused)
+            raise RunFailed(f"not run: {refused}")
+        if job["script_source"] == "agent" and not self.host.cfg.tools.terminal.enabled:
+            raise RunFailed("not run: the agent's scripts are commands like its terminal's, and the terminal is "
+                            "off (tools.terminal.enabled: false)")
+        policy = self.host.sandbox()
         try:
-            out, err = await proc.communicate()
-        except asyncio.CancelledError:  # the time limit, or shutdown: the script must not outlive its run
-            import os
-            import signal
-
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            raise
-        # The script runs with the daemon's environment: its output must not carry a configured secret into a chat.
-        stdout = redact(out.decode(errors="replace")[-SCRIPT_OUTPUT_LIMIT:])
-        if proc.returncode != 0:
-            tail = err.decode(errors="replace").strip()[-2000:]
-            raise RunFailed(f"the script exited with status {proc.returncode}" + (f": {tail}" if tail else ""),
-                            stdout or None)
+            if policy is None:
+                raise SandboxUnavailable("the sandbox is not set up")
+            code, out, err = await run_sandboxed(job["script"], policy, timeout=limit, max_output=SCRIPT_OUTPUT_LIMIT)
+        except SandboxUnavailable as exc:
+            raise RunFailed(f"not run: {NO_SANDBOX} ({exc})") from None
+        except FileNotFoundError as exc:  # the workspace (its working directory) is gone
+            raise RunFailed(f"not run: {exc}") from None
+        # The environment is an allowlist, but the script may still print a secret it can read: mask them.
+        stdout = redact(out[-SCRIPT_OUTPUT_LIMIT:])
+        if code != 0:
+            tail = err.strip()[-2000:]
+            raise RunFailed(f"the script exited with status {code}" + (f": {tail}" if tail else ""), stdout or None)
         return stdout
+
+    async def _unvouched(self, job: dict[str, Any]) -> str | None:
+        """Why nobody vouches for this job's script (None: somebody does)."""
+        problem = script_problem(job)
+        if problem is not None or job["script_source"] != "agent":
+            return problem
+        script = job["script"]
+        verdict = classify(script)
+        if verdict.forbidden:  # the classifier learned something since it was approved
+            return (f"its script is forbidden ({verdict.reason}); it never runs, with or without approval, and the "
+                    "job is paused")
+        # The row's approver and approval id must name a person's decision about this exact text (a row
+        # changed behind Herald's back does not borrow another command's approval).
+        row = await self.store.approval(job["script_approval_id"])
+        if (row is None or row["status"] != "approved" or row["decided_via"] not in ("button", "command")
+                or row["command_sha256"] != exact_hash(script)
+                or f"{row['platform']}:{row['decided_by']}" != job["script_approved_by"]):
+            return ("its script does not match the approval recorded for it, so it was not run and the job is "
+                    f"paused: check the script, then approve it with `herald cron approve {job['id']}`, or have "
+                    "the agent set it again (the chat is asked), or re-create the job")
+        return None
 
     def _delivery_claim(self, job: dict[str, Any], text: str, status: str) -> dict[str, Any]:
         return {"delivery_text": f"{header(job, status)}\n\n{text}".rstrip(), "delivery_targets": job["deliver"],

@@ -26,7 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
-from gateway.tables import cron_home_chats, cron_jobs, cron_runs
+from gateway.tables import approvals, cron_home_chats, cron_jobs, cron_runs
 
 
 def new_job_id() -> str:
@@ -196,6 +196,16 @@ def op_get_home(platform: str) -> Callable[[Connection], dict[str, Any] | None]:
     return op
 
 
+def op_get_approval(approval_id: str) -> Callable[[Connection], dict[str, Any] | None]:
+    """The approvals row a job's script was approved by (the scheduler checks it before each run)."""
+
+    def op(conn: Connection) -> dict[str, Any] | None:
+        row = conn.execute(select(approvals).where(approvals.c.id == approval_id)).first()
+        return dict(row._mapping) if row else None
+
+    return op
+
+
 # ---- async facade ---------------------------------------------------------------------------------
 
 Runner = Callable[[Callable[[Connection], Any]], Awaitable[Any]]
@@ -246,6 +256,9 @@ class CronStore:
 
     async def home(self, platform: str) -> dict[str, Any] | None:
         return await self.read(op_get_home(platform))
+
+    async def approval(self, approval_id: str) -> dict[str, Any] | None:
+        return await self.read(op_get_approval(approval_id))
 
 
 def engine_store(url: str) -> tuple[CronStore, Any]:

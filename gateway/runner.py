@@ -164,7 +164,7 @@ class GatewayRunner:
         from cron.host import CronHost
 
         return CronHost(self.cfg, self.store, self.turns, self.delivery, self.adapters, self, self.agents.tool_extras,
-                        self._is_admin)
+                        self._is_admin, lambda: self.agents.sandbox)
 
     def _build_adapters(self) -> None:
         def context(config: Any) -> AdapterContext:

@@ -149,8 +149,10 @@ approvals = Table(
     Column("requested_by", String(256), nullable=True),  # the user who started the turn
     Column("turn_id", String(32), nullable=True),
     Column("command", Text, nullable=False),  # redacted, as shown in the prompt
+    # sha256 of the exact command text (not normalised): ties a cron job's approved script to this decision.
+    Column("command_sha256", String(64), nullable=True),
     Column("reason", Text, nullable=True),
-    Column("level", String(16), nullable=False),  # dangerous | hardline
+    Column("level", String(16), nullable=False),  # dangerous | hardline | safe (a cron job's script)
     # pending -> approved | denied | expired | forbidden
     Column("status", String(16), nullable=False),
     # approved: once | session | always | allow (config) | off (mode) | cron
@@ -261,6 +263,11 @@ cron_jobs = Table(
     Column("repeat", Integer, nullable=True),  # stop after this many runs; None = forever
     Column("runs_done", Integer, nullable=False),
     Column("script", Text, nullable=True),
+    # Who vouches for the script (cron/jobs.py script_problem): "operator" (`herald cron add`, trusted) or
+    # "agent" (the cronjob tool: a person approved this exact text in the chat). None: nobody; it is not run.
+    Column("script_source", String(16), nullable=True),
+    Column("script_approved_by", String(256), nullable=True),  # agent: "platform:user_id" of the approver
+    Column("script_approval_id", String(16), nullable=True),  # agent: the approvals row of that decision
     Column("no_agent", Boolean, nullable=False),
     Column("model", String(200), nullable=True),
     Column("timeout_seconds", Float, nullable=True),

@@ -146,13 +146,14 @@ async def test_a_failed_command_stores_its_error_redacted(make_runner):
 async def test_a_cron_run_delivers_and_stores_its_error_redacted(make_runner, monkeypatch):
     from tests.test_cron import Clock, create, runs, settle, start_cron
 
-    monkeypatch.setenv("EXPOSURE_TEST_SECRET", CONFIGURED)
     add_secret(CONFIGURED)
     clock = Clock()
-    _, qa, sched = await start_cron(make_runner, clock)
-    # The script runs with the daemon's environment: its stderr tail and stdout go into the chat.
+    runner, qa, sched = await start_cron(make_runner, clock)
+    # The script's environment is an allowlist, but it may still print a secret it can read (here from a
+    # file in the workspace): its stderr tail and stdout go into the chat.
+    await asyncio.to_thread((runner.sandbox.workspace / "token.txt").write_text, CONFIGURED)
     job = await create(sched, schedule="10m", no_agent=True,
-                       script=f'echo "out $EXPOSURE_TEST_SECRET"; echo "GET https://api.telegram.org/bot{BOT_TOKEN}/x '
+                       script=f'echo "out $(cat token.txt)"; echo "GET https://api.telegram.org/bot{BOT_TOKEN}/x '
                               f'failed" >&2; exit 3')
     clock.t += 600
     await sched.tick()

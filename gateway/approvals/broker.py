@@ -7,6 +7,11 @@ may talk to the agent on that platform), ``approvals.approvers`` and admins may 
 chat the prompt was sent to. "Approve for this session" is kept per session key (memory +
 ``approval_session_grants``); "Always approve" goes to ``approval_allowlist``, never to config.yaml. Every
 request and decision is a row in ``approvals`` and a structured log event.
+
+A scheduled request (a cron job's script, ``Request.scheduled``) is always put to a person: it will run
+unattended, again and again, so no earlier grant, ``approvals.allow`` or ``approvals.mode: off`` answers
+it, its prompt has only Approve and Deny, and an answer to it grants nothing else (nor is it granted by
+another request's "session"/"always"). Hardline commands are still refused without a prompt.
 """
 
 from __future__ import annotations
@@ -22,7 +27,15 @@ import structlog
 from gateway.access import AccessControl
 from gateway.approvals.hook import Request, TurnHook
 from gateway.approvals.store import ApprovalStore
-from gateway.approvals.text import decided_text, duration, expired_message, fenced, redact_command, who
+from gateway.approvals.text import (
+    decided_text,
+    duration,
+    exact_hash,
+    expired_message,
+    fenced,
+    redact_command,
+    who,
+)
 from gateway.config import ApprovalsConfig
 from gateway.delivery import Delivery
 from gateway.instance import Instance
@@ -36,6 +49,7 @@ BUTTON_PREFIX = "ap"
 CHOICES = {"o": "once", "s": "session", "a": "always", "d": "deny"}
 LABELS = {"o": "Approve once", "s": "Approve for this session", "a": "Always approve", "d": "Deny"}
 STYLES = {"o": "primary", "s": "default", "a": "default", "d": "danger"}
+SCHEDULED_LABELS = {"o": "Approve this script", "d": "Deny"}
 
 
 class ApprovalBroker:
@@ -132,7 +146,8 @@ class ApprovalBroker:
                 await self._decide(req, "denied", None, None, "error",
                                    "Not run: the chat it came from is not connected, so nobody can approve it.")
                 return
-            buttons = [Button(f"{BUTTON_PREFIX}:{req.id}:{c}", LABELS[c], STYLES[c]) for c in "osad"]  # type: ignore[arg-type]
+            labels = SCHEDULED_LABELS if req.scheduled else LABELS
+            buttons = [Button(f"{BUTTON_PREFIX}:{req.id}:{c}", labels[c], STYLES[c]) for c in labels]  # type: ignore[arg-type]
             out = OutboundMessage(self._prompt_text(req), buttons=buttons if adapter.capabilities.buttons else [],
                                   thread_id=req.source.thread_id)
             report = await self.delivery.deliver(adapter, req.source.chat_id, out)
@@ -155,6 +170,12 @@ class ApprovalBroker:
         """(status, scope, message) when nobody needs to be asked."""
         if req.level == "hardline":
             return "forbidden", None, Decision.forbidden(req.reason).message
+        if req.scheduled:
+            # It will run unattended, again and again: always a person, and a cron run has nobody to ask.
+            if req.cron:
+                return "denied", None, ("Not scheduled: denied — a job's script needs a person's approval and "
+                                        "nobody can be asked here.")
+            return None
         if self.cfg.mode == "off":
             return "approved", "off", "Ran without asking (approvals.mode is off)."
         if matches_allowlist(req.command, self.cfg.allow):
@@ -173,6 +194,13 @@ class ApprovalBroker:
     def _prompt_text(self, req: Request) -> str:
         waiting = self.pending_in_chat(req.source.platform, req.source.chat_id)
         hint = f"/approve {req.id}" if len(waiting) > 1 else "/approve"
+        if req.scheduled:
+            return (f"⚠️ Approval needed (id {req.id})\n"
+                    f"The agent wants to schedule this script:\n{fenced(req.display)}\n"
+                    f"Why it asks: {req.reason}.\n"
+                    f"Answer with the buttons, or {hint}, or /deny. Approving covers this script in this job only "
+                    "(a changed script is asked again). "
+                    f"It is denied if nobody answers within {duration(self.timeout_seconds)}.")
         return (f"⚠️ Approval needed (id {req.id})\n"
                 f"The agent wants to run:\n{fenced(req.display)}\n"
                 f"Why it asks: {req.reason}.\n"
@@ -183,9 +211,9 @@ class ApprovalBroker:
         await self.store.insert(dict(
             id=req.id, session_key=req.session_key, platform=req.source.platform, chat_id=req.source.chat_id,
             thread_id=req.source.thread_id, requested_by=req.source.user_id, turn_id=req.turn_id,
-            command=req.display, reason=req.reason, level=req.level, status=status, scope=scope,
-            decided_via=via, created_at=req.created_at, decided_at=time.time() if status != "pending" else None,
-            owner=self.instance.id,
+            command=req.display, command_sha256=exact_hash(req.command), reason=req.reason, level=req.level,
+            status=status, scope=scope, decided_via=via, created_at=req.created_at,
+            decided_at=time.time() if status != "pending" else None, owner=self.instance.id,
         ))
         req.stored = True
 
@@ -197,6 +225,8 @@ class ApprovalBroker:
         if req.future.done():
             return False
         self.pending.pop(req.id, None)
+        if by is not None and status == "approved":
+            req.decided_by = f"{by.platform}:{by.user_id}"
         if scope == "session" and via != "auto":
             self._grants.setdefault(req.session_key, set()).add(req.hash)
         if scope == "always" and via != "auto":
@@ -227,13 +257,15 @@ class ApprovalBroker:
             await self.store.decide(req.id, values, req.session_key, req.hash, req.display)
         except Exception:
             log.exception("approval_store_failed", approval_id=req.id)
-        req.final_text = decided_text(req.display, status, scope, by_name, via, self.timeout_seconds)
+        # A scheduled script's approval reads "Approved by …": "once" would suggest it runs once.
+        req.final_text = decided_text(req.display, status, None if req.scheduled else scope, by_name, via,
+                                      self.timeout_seconds)
         adapter = self.adapters.get(req.source.platform)
         if adapter is not None and req.prompt_message_id is not None:
             await self._edit(adapter, req.source.chat_id, req.prompt_message_id, req.final_text, req.source.thread_id)
         if status == "approved" and scope in ("session", "always") and via != "auto":
             # The same command already waiting elsewhere (another call of the batch) is covered by this answer.
-            for other in [r for r in self.pending.values() if r.hash == req.hash
+            for other in [r for r in self.pending.values() if r.hash == req.hash and not r.scheduled
                           and (scope == "always" or r.session_key == req.session_key)]:
                 await self._decide(other, "approved", scope, by, via, message)
         return True
@@ -282,6 +314,12 @@ class ApprovalBroker:
             return ("You can't answer this approval: only the person who asked (if they may use this bot) or a "
                     "configured approver can, in the chat where it was asked. Nothing was changed.")
         scope = CHOICES[choice]
+        if req.scheduled and scope != "deny":
+            # A scheduled script is approved for itself only (see the module's docstring), whatever was typed.
+            ok = await self._decide(req, "approved", "once", by, via, f"Approved by {who(by)}.")
+            done = "Approved." if scope == "once" else ("Approved this script only (a scheduled script is never "
+                                                        "approved for the session or always).")
+            return done if ok else await self._gone(approval_id)
         if scope == "deny":
             message = (f"Not run: {who(by)} denied this command. Do not run it another way; ask the user "
                        "what they want instead.")

@@ -2,7 +2,12 @@
 
 ``TurnHook`` is a turn's ``ToolContext.extras["approve"]``: calling it opens a request and blocks until a
 person answers, the wait times out (``approvals.timeout_seconds``) or the turn is stopped; ``open``/``wait``/
-``cancel`` let the terminal tool put every prompt of a batch of tool calls up at once. The request is handed
+``cancel`` let the terminal tool put every prompt of a batch of tool calls up at once.
+
+``scheduled=True`` (the ``cronjob`` tool, for a job's script) asks for a command that will run unattended,
+again and again: a person is always asked (no session or Always grant, no ``approvals.allow``, not even
+``approvals.mode: off`` skips it), the answer grants nothing beyond this one script, and nobody to ask (a
+cron run) means denied. The Request then tells who approved it (``decided_by``) and its ``id``. The request is handed
 to the loop with ``asyncio.run_coroutine_threadsafe``; the thread blocks on a ``concurrent.futures.Future``
 that only the loop resolves. While it waits, the turn gives its compute slot back (``turn_slot``), so a
 pile of pending approvals never holds up other chats, and it keeps the turn's watchdog quiet.
@@ -36,12 +41,14 @@ class Request:
     source: Source  # where the turn came from: the prompt goes there
     turn_id: str | None
     cron: bool
+    scheduled: bool = False  # a cron job's script: always asked, never granted beyond itself
     future: concurrent.futures.Future[Decision] = field(default_factory=concurrent.futures.Future)
     created_at: float = field(default_factory=time.time)
     prompt_message_id: str | None = None
     stored: bool = False
     final_text: str | None = None  # the prompt's edited text once decided
     deadline: float = 0.0  # time.monotonic() when silence becomes "expired"
+    decided_by: str | None = None  # "platform:user_id" of the person who answered (set before the future)
 
     @property
     def hash(self) -> str:
@@ -78,12 +85,12 @@ class TurnHook:
     def __init__(self, broker: LoopSide, session_key: str, source: Source | None, turn_id: str | None) -> None:
         self.broker, self.session_key, self.source, self.turn_id = broker, session_key, source, turn_id
 
-    def __call__(self, command: str, verdict: Verdict, ctx: Any) -> Decision:
+    def __call__(self, command: str, verdict: Verdict, ctx: Any, *, scheduled: bool = False) -> Decision:
         """Ask, and block until answered, timed out or the turn is stopped."""
-        opened = self.open(command, verdict, ctx)
+        opened = self.open(command, verdict, ctx, scheduled=scheduled)
         return opened if isinstance(opened, Decision) else self.wait(opened, ctx)
 
-    def open(self, command: str, verdict: Verdict, ctx: Any) -> Request | Decision:
+    def open(self, command: str, verdict: Verdict, ctx: Any, *, scheduled: bool = False) -> Request | Decision:
         """Show the prompt without waiting for it (``wait`` does); a Decision when nobody can be asked."""
         loop = self.broker.loop
         extras = getattr(ctx, "extras", {}) or {}
@@ -101,7 +108,7 @@ class TurnHook:
         req = Request(
             id=new_id(), command=command, display=self.broker.display(command), reason=verdict.reason or "",
             level=verdict.level, session_key=self.session_key, source=source, turn_id=self.turn_id, cron=cron,
-            deadline=time.monotonic() + self.broker.timeout_seconds,
+            scheduled=scheduled, deadline=time.monotonic() + self.broker.timeout_seconds,
         )
         if loop is None or loop.is_closed():
             return _shutting_down()

@@ -22,6 +22,11 @@ def command_hash(command: str) -> str:
     return hashlib.sha256(normalize(command).encode()).hexdigest()
 
 
+def exact_hash(command: str) -> str:
+    """The exact text's hash (no normalisation): what a cron job's approved script is checked against."""
+    return hashlib.sha256(command.encode()).hexdigest()
+
+
 def redact_command(command: str, secret_values: list[str] | None = None) -> str:
     """The command as people see it: secrets masked, very long commands shortened in the middle."""
     from gateway.logs import REDACTED, redact

@@ -3,6 +3,9 @@
 It writes the jobs table directly (the database HERALD_HOME / --profile / --config point at); a running
 daemon re-reads the table every ``cron.poll_seconds`` and picks the change up. ``run ID`` is a request
 the daemon carries out.
+
+Whoever runs ``herald cron`` is the operator: a script given to ``add`` (or vouched for with ``approve``) is
+trusted, stored with ``script_source="operator"``, and still runs in the sandbox like the agent's commands.
 """
 
 from __future__ import annotations
@@ -71,7 +74,7 @@ def add(
     timeout: Annotated[float | None, typer.Option("--timeout", help="seconds (default cron.timeout_seconds)")] = None,
 ) -> None:
     """Add a job; prints its id."""
-    from cron.jobs import JobError, build_job
+    from cron.jobs import JobError, build_job, operator_script
     from cron.schedule import ScheduleError, format_time
     from gateway.platforms import PLATFORMS
 
@@ -80,8 +83,8 @@ def add(
 
     async def go(store: Any, cfg: Any) -> dict[str, Any]:
         try:
-            row = build_job(fields, default_tz=cfg.cron.timezone, origin=None, known_platforms=set(PLATFORMS),
-                            created_by="cli")
+            row = operator_script(build_job(fields, default_tz=cfg.cron.timezone, origin=None,
+                                            known_platforms=set(PLATFORMS), created_by="cli"))
         except (JobError, ScheduleError) as exc:
             _fail(str(exc), 2)
         return await store.add_job(row)
@@ -155,6 +158,22 @@ def resume(job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
     _change(job_id, fn)
 
 
+@app.command("approve")
+def approve(job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
+    """Vouch for a job's script as the operator (one that lost its approval, or came from an older Herald)."""
+    async def fn(store: Any, job: dict[str, Any]) -> str:
+        from cron.jobs import SCRIPT_TRUST, operator_script
+
+        if not job["script"]:
+            _fail(f"job {job['id']} has no script")
+        vouched = operator_script(job)
+        await store.update_job(job["id"], **{k: vouched[k] for k in SCRIPT_TRUST})
+        return (f"approved the script of {job['id']} as the operator (herald cron resume {job['id']} if it was "
+                f"paused):\n{job['script']}")
+
+    _change(job_id, fn)
+
+
 @app.command("run")
 def run(job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
     """Ask the running daemon to run a job now (it picks the request up within cron.poll_seconds)."""
@@ -172,15 +191,19 @@ def history(
     as_json: Annotated[bool, typer.Option("--json", help="a JSON array")] = False,
 ) -> None:
     """A job's runs, newest first: run status and delivery status."""
+    from cron.jobs import script_trust
     from cron.schedule import format_time
 
-    async def go(store: Any, cfg: Any) -> list[dict[str, Any]]:
-        return await store.runs(job_id, limit)
+    async def go(store: Any, cfg: Any) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        return await store.job(job_id), await store.runs(job_id, limit)
 
-    runs = _with_store(go)
+    job, runs = _with_store(go)
     if as_json:
         typer.echo(json.dumps(runs, ensure_ascii=False, default=str))
         return
+    trust = script_trust(job) if job is not None else None
+    if trust:
+        typer.echo(f"{job_id}: {trust}")
     if not runs:
         typer.echo(f"No runs recorded for {job_id}.")
     for r in runs:

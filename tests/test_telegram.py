@@ -322,6 +322,24 @@ async def test_updates_are_confirmed_only_after_they_are_in_the_inbox(start_tg, 
     assert ingested == [f"{ALICE}/{update['message']['message_id']}"]
 
 
+async def test_an_update_the_inbox_could_not_take_is_taken_on_the_next_poll(start_tg, fake_tg):
+    runner = await start_tg()
+    real_accept = runner.accept
+    refused: list[str] = []
+
+    async def flaky_accept(adapter_: Any, msg: Any) -> Any:
+        if not refused:
+            refused.append(msg.platform_message_id)
+            raise ConnectionError("the database is away for a moment")
+        return await real_accept(adapter_, msg)
+
+    runner.accept = flaky_accept  # type: ignore[method-assign]
+    update = fake_tg.user_message(ALICE, text="despite the hiccup")
+    await fake_tg.wait_sent(lambda s: any(m.text == "echo: despite the hiccup" for m in s))
+    assert refused == [f"{ALICE}/{update['message']['message_id']}"]
+    assert adapter(runner).state == "connected"
+
+
 # ---------------------------------------------------------------------------------------------- media
 
 

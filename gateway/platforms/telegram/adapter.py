@@ -199,7 +199,7 @@ class TelegramAdapter(PlatformAdapter):
                 self._offset = updates[done - 1].update_id + 1
             if done < len(updates):
                 # The inbox could not take one: leave it (and the rest) unconfirmed and try again shortly.
-                if self.runner.stopping:
+                if self.gateway.stopping:
                     return
                 await asyncio.sleep(1.0)
 

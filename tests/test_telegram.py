@@ -280,6 +280,23 @@ async def test_button_press_reaches_the_handler_and_is_answered(start_tg, fake_t
     assert fake_tg.sent_to(ALICE)[-1].buttons == []
 
 
+async def test_a_notice_too_long_for_a_toast_stops_the_spinner_and_goes_to_the_chat_whole(start_tg, fake_tg):
+    runner = await start_tg()
+    notice = " ".join(["This answer is longer than the 200 characters a toast can hold."] * 5)
+
+    async def wordy(_adapter: Any, _press: ButtonPress) -> str:
+        return notice
+
+    runner.inbound.buttons["wordy"] = wordy
+    await runner.delivery.deliver(adapter(runner), str(ALICE), OutboundMessage("Ask:", buttons=[
+        Button("wordy:1", "Tell me")]))
+    sent = fake_tg.sent_to(ALICE)[-1]
+    fake_tg.press(ALICE, ALICE, sent.message_id, "wordy:1")
+    await fake_tg.wait_sent(lambda s: any(m.text == notice for m in s))
+    await fake_tg.wait_until(lambda: bool(fake_tg.callback_answers))
+    assert [a.get("text") for a in fake_tg.callback_answers] == [None]  # answered once, without a cut notice
+
+
 # ---------------------------------------------------------------------------------------------- restart
 
 

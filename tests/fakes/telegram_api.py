@@ -13,7 +13,9 @@ Faults on demand: ``fake.fail(method, kind, chat_id=..., times=...)`` with kind 
 retry_after), "parse" (400 can't parse entities), "403" (blocked), "400-chat" (chat not found), "500" or
 "drop" (the connection is closed without an answer); ``fake.flood(chat_id, seconds)`` makes every send to
 that chat answer 429 until the window ends. Updates stay queued until a later getUpdates confirms them
-with a higher offset, exactly like Telegram.
+with a higher offset, exactly like Telegram; ``handed_out``, ``confirmed_at`` and ``answered_at`` record
+when (``time.monotonic()``) each update went to the bot, when the bot confirmed it and when a callback query
+was answered, so tests can hold the bot to an acknowledgement deadline.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ class SentMessage:
     reply_markup: dict[str, Any] | None = None
     at: float = 0.0
     edits: int = 0
+    monotonic: float = 0.0  # when it arrived, on the clock the acknowledgement records use
 
     @property
     def buttons(self) -> list[dict[str, Any]]:
@@ -82,6 +85,8 @@ class FakeTelegram:
         self.port = port
         self.updates: list[dict[str, Any]] = []  # not yet confirmed, ordered by update_id
         self.confirmed_offset = 0
+        self.handed_out: dict[int, float] = {}  # update_id -> first getUpdates answer that carried it
+        self.confirmed_at: dict[int, float] = {}  # update_id -> the getUpdates whose offset confirmed it
         self._update_ids = itertools.count(1)
         self._message_ids: dict[int, itertools.count[int]] = {}
         self._new_update = asyncio.Condition()
@@ -89,6 +94,7 @@ class FakeTelegram:
         self.by_id: dict[tuple[int, int], SentMessage] = {}
         self.chat_actions: list[tuple[int, str, int | None]] = []
         self.callback_answers: list[dict[str, Any]] = []
+        self.answered_at: dict[str, float] = {}  # callback_query_id -> when answerCallbackQuery came
         self.commands: list[dict[str, Any]] | None = None
         self.webhook: dict[str, Any] | None = None
         self.calls: list[str] = []
@@ -366,6 +372,10 @@ class FakeTelegram:
         offset = int(p.get("offset") or 0)
         if offset > self.confirmed_offset:
             self.confirmed_offset = offset
+            now = time.monotonic()
+            for u in self.updates:
+                if u["update_id"] < offset:
+                    self.confirmed_at.setdefault(u["update_id"], now)
             self.updates = [u for u in self.updates if u["update_id"] >= offset]
         limit = int(p.get("limit") or 100)
         timeout = float(p.get("timeout") or 0)
@@ -374,6 +384,9 @@ class FakeTelegram:
             pending = [u for u in self.updates if u["update_id"] >= offset][:limit]
             remaining = deadline - time.monotonic()
             if pending or remaining <= 0 or self._closing:
+                now = time.monotonic()
+                for u in pending:
+                    self.handed_out.setdefault(u["update_id"], now)
                 return self._ok(pending)
             async with self._new_update:
                 try:
@@ -426,7 +439,8 @@ class FakeTelegram:
             return problem
         reply_to = (p.get("reply_parameters") or {}).get("message_id")
         sent = SentMessage(self._next_message_id(chat_id), chat_id, p["text"], entities,
-                           p.get("message_thread_id"), reply_to, p.get("reply_markup"), time.time())
+                           p.get("message_thread_id"), reply_to, p.get("reply_markup"), time.time(),
+                           monotonic=time.monotonic())
         self.sent.append(sent)
         self.by_id[(chat_id, sent.message_id)] = sent
         if self.on_send is not None:
@@ -468,6 +482,10 @@ class FakeTelegram:
         return self._ok(True)
 
     async def _m_answerCallbackQuery(self, p: dict[str, Any]) -> web.Response:
+        if p.get("callback_query_id") in self.answered_at:
+            return self._error(400, "Bad Request: query is too old and response timeout expired or query ID is "
+                                    "invalid")  # Telegram takes one answer per query
+        self.answered_at[p.get("callback_query_id", "")] = time.monotonic()
         self.callback_answers.append(p)
         self._changed.set()
         return self._ok(True)

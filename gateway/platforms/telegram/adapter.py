@@ -47,6 +47,10 @@ log = structlog.get_logger("herald.telegram")
 POLL_TIMEOUT = 25
 ALLOWED_UPDATES = ["message", "callback_query"]
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+# A button press's callback query is answered within this many seconds (the client's spinner stops): with
+# the handler's notice if it is ready by then, else empty, and the notice follows in the chat.
+ANSWER_WITHIN = 1.0
+TOAST_MAX = 200  # answerCallbackQuery's text limit
 _COMMAND_NAME = re.compile(r"[a-z0-9_]{1,32}")
 
 
@@ -70,6 +74,7 @@ class TelegramAdapter(PlatformAdapter):
         self._closed: asyncio.Future[None] | None = None
         self._webhook_secret: str | None = None
         self._answering: set[asyncio.Task[bool]] = set()
+        self._unanswered: dict[str, asyncio.TimerHandle] = {}  # callback_query_id -> its deadline's answer
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
@@ -111,6 +116,9 @@ class TelegramAdapter(PlatformAdapter):
 
     async def stop(self) -> None:
         self.outbound.stop()
+        for timer in self._unanswered.values():
+            timer.cancel()  # the bot is going away: the clients' spinners time out on their own
+        self._unanswered.clear()
         poller, self._poller = self._poller, None
         if poller is not None:
             poller.cancel()
@@ -199,7 +207,7 @@ class TelegramAdapter(PlatformAdapter):
                 self._offset = updates[done - 1].update_id + 1
             if done < len(updates):
                 # The inbox could not take one: leave it (and the rest) unconfirmed and try again shortly.
-                if self.runner.stopping:
+                if self.gateway.stopping:
                     return
                 await asyncio.sleep(1.0)
 
@@ -231,26 +239,50 @@ class TelegramAdapter(PlatformAdapter):
         return len(updates)
 
     def _take_press(self, press: ButtonPress) -> None:
+        query_id = (press.reply_handle or {}).get("callback_query_id")
         button_id = self.outbound.button_id(press.button_id) if press.button_id else None
         if button_id is None:  # a digest from before a restart, or a query without data
-            task = asyncio.create_task(self.answer_press(press, "This button is no longer active."
-                                                         if press.button_id else None))
-            self._answering.add(task)
-            task.add_done_callback(self._answering.discard)
+            if query_id is not None:
+                self._answer_soon(query_id, "This button is no longer active." if press.button_id else None)
             return
+        if query_id is not None:
+            # The client shows a spinner on the button until the query is answered: answer it within
+            # ANSWER_WITHIN whatever the handler does. A notice that comes later goes into the chat instead.
+            self._unanswered[query_id] = asyncio.get_running_loop().call_later(
+                ANSWER_WITHIN, self._answer_soon, query_id, None)
         self.press(ButtonPress(press.source, button_id, press.message_id, press.reply_handle))
 
-    async def answer_press(self, press: ButtonPress, notice: str | None) -> bool:
-        """The callback query's answer stops the client's spinner and shows the notice as a toast."""
-        query_id = (press.reply_handle or {}).get("callback_query_id")
-        if query_id is None or self.bot is None:
+    def _answer_soon(self, query_id: str, notice: str | None) -> None:
+        self._unanswered.pop(query_id, None)
+        task = asyncio.create_task(self._answer(query_id, notice), name="telegram:answer")
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
+
+    async def _answer(self, query_id: str, notice: str | None) -> bool:
+        if self.bot is None:
             return False
         try:
-            await self.bot.answer_callback_query(query_id, text=(notice or None) and notice[:200])
+            await self.bot.answer_callback_query(query_id, text=notice or None)
         except Exception as exc:
             log.info("telegram_answer_failed", error=str(exc))
             return False
         return True
+
+    async def answer_press(self, press: ButtonPress, notice: str | None) -> bool:
+        """The notice as the query's answer (a toast under the button) when it comes in time and fits one.
+
+        Otherwise (the query was already answered at the deadline, or the notice is longer than a toast
+        holds) False: the gateway posts the notice into the chat, where it can be read whole.
+        """
+        query_id = (press.reply_handle or {}).get("callback_query_id")
+        timer = self._unanswered.pop(query_id, None) if query_id is not None else None
+        if timer is None:
+            return False
+        timer.cancel()
+        if notice and len(notice) > TOAST_MAX:
+            self._answer_soon(query_id, None)  # stop the spinner now; the words go to the chat
+            return False
+        return await self._answer(query_id, notice)
 
     # ---- webhook ---------------------------------------------------------------------------------
 

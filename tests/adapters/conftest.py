@@ -1,0 +1,31 @@
+"""The conformance suite's fixture: every test runs once per platform driver."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.adapters.driver import PlatformDriver
+from tests.adapters.telegram_driver import TelegramDriver, TelegramWebhookDriver
+from tests.adapters.web_driver import WebDriver
+from tests.fakes.llm import FakeLLM
+
+# One line per platform (per way of connecting to it): an adapter lands once its driver passes the suite.
+DRIVERS: dict[str, type[PlatformDriver]] = {
+    "telegram": TelegramDriver,
+    "telegram-webhook": TelegramWebhookDriver,
+    "web": WebDriver,
+}
+
+
+@pytest.fixture(params=list(DRIVERS))
+async def driver(request: pytest.FixtureRequest, tmp_path: Path, fake_llm: FakeLLM,
+                 monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[PlatformDriver]:
+    made = DRIVERS[request.param](tmp_path, fake_llm, monkeypatch)
+    await made.open()
+    try:
+        yield made
+    finally:
+        await made.close()

@@ -206,12 +206,12 @@ async def test_a_dropped_connection_while_sending_is_retried(start_tg, fake_tg):
 async def test_polling_resumes_after_a_network_loss_and_readyz_shows_it(start_tg, fake_tg):
     runner = await start_tg()
     url = f"http://127.0.0.1:{runner.http_port}/readyz"
-    await fake_tg.stop()
+    await fake_tg.go_down()
     await wait_until(lambda: adapter(runner).state == "retrying")
     async with aiohttp.ClientSession() as http, http.get(url) as resp:
         body = await resp.json()
         assert resp.status == 503 and body["adapters"]["telegram"]["state"] == "retrying"
-    await fake_tg.start()
+    fake_tg.come_back()
     fake_tg.user_message(ALICE, text="back again")
     # Polling backs off up to 30 s while the API is away; on a loaded machine the next attempt can be late.
     await fake_tg.wait_sent(lambda s: any(m.text == "echo: back again" for m in s), timeout=45)

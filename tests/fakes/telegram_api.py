@@ -129,6 +129,7 @@ class FakeTelegram:
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, handler_cancellation=True,
                                      shutdown_timeout=0.5)
         self._closing = False
+        self.down = False
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
         await site.start()
@@ -136,8 +137,18 @@ class FakeTelegram:
             self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         return self.base_url
 
+    async def go_down(self) -> None:
+        """A network loss as far as the bot can tell: every request's connection is dropped (long polls in
+        flight included) until ``come_back()``. The port stays ours, so nothing else can take it meanwhile."""
+        self.down = True
+        async with self._new_update:
+            self._new_update.notify_all()
+
+    def come_back(self) -> None:
+        self.down = False
+
     async def stop(self) -> None:
-        """Stop serving (a network loss, as far as the bot can tell); ``start()`` again to come back."""
+        """Stop serving; ``start()`` again to come back."""
         self._closing = True
         async with self._new_update:
             self._new_update.notify_all()  # long polls in flight answer now
@@ -331,6 +342,10 @@ class FakeTelegram:
         return web.json_response(body, status=code)
 
     async def _api(self, request: web.Request) -> web.StreamResponse:
+        if self.down:
+            assert request.transport is not None
+            request.transport.close()
+            return web.Response()
         if request.match_info["token"] != self.token:
             return self._error(401, "Unauthorized")
         method = request.match_info["method"]
@@ -383,7 +398,7 @@ class FakeTelegram:
         while True:
             pending = [u for u in self.updates if u["update_id"] >= offset][:limit]
             remaining = deadline - time.monotonic()
-            if pending or remaining <= 0 or self._closing:
+            if pending or remaining <= 0 or self._closing or self.down:
                 now = time.monotonic()
                 for u in pending:
                     self.handed_out.setdefault(u["update_id"], now)

@@ -53,6 +53,7 @@ class _Write:
     prefix: str
     append: bool
     glob_ok: bool
+    own_link: bool = False  # made by a command that may itself create links (cp -r): it counts only others
 
 
 @dataclass
@@ -65,7 +66,7 @@ class Context:
     writes: list[_Write] = field(default_factory=list)
     cds: list[Word | None] = field(default_factory=list)  # None: a change we cannot follow
     reads: list[tuple[str, str, str]] = field(default_factory=list)  # (real path, shown name, prefix)
-    may_link: bool = False
+    links: int = 0  # commands that may create symlinks, through which a write inside could land outside
     # Who may write files we cannot name (interpreter code, extractors): -1 for the line itself, else the
     # index in ``reads`` of the script whose own code it is (a script may rewrite others, not what ran).
     opaque: set[int] = field(default_factory=set)
@@ -100,13 +101,14 @@ class Checker(Rules, Runners):
     def add(self, level: Level, reason: str) -> None:
         self.ctx.findings.append((level, self.prefix + reason))
 
-    def write(self, word: Word, what: str, *, append: bool = False, glob_ok: bool = False) -> None:
+    def write(self, word: Word, what: str, *, append: bool = False, glob_ok: bool = False,
+              own_link: bool = False) -> None:
         if word.text in HARMLESS_SINKS or word.text.startswith("/dev/fd/"):
             return
         if BLOCK_DEVICE.match(word.text):
             self.add("hardline", f"writes straight onto the disk device {word.text}")
             return
-        self.ctx.writes.append(_Write(word, what, self.prefix, append, glob_ok))
+        self.ctx.writes.append(_Write(word, what, self.prefix, append, glob_ok, own_link))
 
     def nested(self, how: str) -> Checker | None:
         if self.depth >= MAX_DEPTH:
@@ -135,7 +137,7 @@ class Checker(Rules, Runners):
     def resolve(self, word: Word) -> str | None:
         """A dynamic word's value when the line itself fixes it: ``$X`` after ``X=rm``, or ``$(echo ... |
         base64 -d)``. Only ever used to find worse verdicts; the dynamic reading still stands."""
-        m = re.fullmatch(r"\$(\w+)|\$\{(\w+)\}", word.text)
+        m = re.fullmatch(r"\$(\w+)|\$\{(\w+)(?:\[[@*0]\])?\}", word.text)
         if m:
             return self.ctx.vars.get(m.group(1) or m.group(2))
         if len(word.subs) == 1 and word.subs[0].type == "command_substitution":
@@ -156,7 +158,7 @@ class Checker(Rules, Runners):
         if lang == "sed":
             return code_mod.sed(text)
         if lang in ("python", "perl", "ruby", "node", "php", "lua") and re.search(r"\b(sym)?link", text):
-            self.ctx.may_link = True
+            self.ctx.links += 1
         if lang != "awk":
             self.ctx.opaque.add(self.owner if owner is None else owner)
         return code_mod.script(lang, text)
@@ -400,7 +402,8 @@ class Checker(Rules, Runners):
         for w in ctx.writes:
             text = w.word.text
             relative = not w.word.dynamic and not plainly_outside(text)
-            if ws is not None and base is not None and not ctx.may_link and not w.word.dynamic:
+            links_elsewhere = ctx.links - (1 if w.own_link else 0) > 0
+            if ws is not None and base is not None and not links_elsewhere and not w.word.dynamic:
                 if text.startswith("/") or mode == "exact":
                     if inside(w.word, base, ws, glob_ok=w.glob_ok):
                         continue

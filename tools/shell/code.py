@@ -284,6 +284,22 @@ _QUOTE_OPS = re.compile(r"(qx|qq|q|%x|%q|%Q|%w|%W)([^\w\s])")
 _PAIRS = {"(": ")", "[": "]", "{": "}", "<": ">"}
 
 
+_PERL_REGEX_OPS = re.compile(r"(m|qr|s|tr|y)([^\w\s=,;)])")
+
+
+def _regex_may_start(toks: list[_Tok]) -> bool:
+    """A ``/`` starts a regex literal after an operator or a keyword, not after a value (division)."""
+    if not toks:
+        return True
+    prev = toks[-1]
+    if prev.kind in ("str", "cmd"):
+        return False
+    if prev.kind == "id":
+        return prev.text in ("if", "unless", "and", "or", "not", "return", "split", "grep", "when", "while",
+                             "until", "typeof")
+    return prev.text not in (")", "]", "}")
+
+
 def _unescape(body: str) -> str:
     return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), body)
 
@@ -304,6 +320,28 @@ def _tokens(lang: str, code: str) -> list[_Tok]:
         if com is not None and not (com == "#" and lang == "perl" and i > 0 and code[i - 1] == "$"):
             end = code.find("*/", i + 2) + 2 if com == "/*" else code.find("\n", i)
             i = n if end <= 1 or end < 0 else end
+            continue
+        if ch == "/" and lang in ("perl", "ruby", "node") and _regex_may_start(toks):
+            end = i + 1
+            while end < n and code[end] not in "/\n":
+                end += 2 if code[end] == "\\" else 1
+            toks.append(_Tok("str", ""))  # a regex literal: never code, never a command
+            i = end + 1
+            continue
+        m = _PERL_REGEX_OPS.match(code, i) if lang == "perl" else None
+        if m and (i == 0 or not (code[i - 1].isalnum() or code[i - 1] in "_$@%")):
+            delim = m.group(2)
+            close = _PAIRS.get(delim, delim)
+            parts = 2 if m.group(1) in ("s", "tr", "y") else 1
+            end = m.end()
+            for _ in range(parts):
+                while end < n and code[end] != close:
+                    end += 2 if code[end] == "\\" else 1
+                end += 1
+                if parts == 2 and close != delim:
+                    end = code.find(delim, end) + 1 or n  # s{...}{...}
+            toks.append(_Tok("str", ""))
+            i = end
             continue
         m = _QUOTE_OPS.match(code, i) if lang in ("perl", "ruby") else None
         if m and (i == 0 or not (code[i - 1].isalnum() or code[i - 1] == "_")):
@@ -326,7 +364,7 @@ def _tokens(lang: str, code: str) -> list[_Tok]:
             toks.append(_Tok(kind, body if ch == "'" else _unescape(body), dyn))
             i = end + 1
             continue
-        if ch.isalpha() or ch in "_$":
+        if ch.isalnum() or ch in "_$":
             m2 = re.compile(r"[$\w]+").match(code, i)
             assert m2 is not None
             toks.append(_Tok("id", m2.group()))
@@ -386,6 +424,7 @@ def script(lang: str, code: str) -> list[Effect]:
     gate_word, gated = _GATED.get(lang, ("", set()))
     gate_open = not gate_word or any(t.text == gate_word or gate_word in t.text for t in toks)
     effects: list[Effect] = []
+    seen: dict[str, int] = {}
     for i, t in enumerate(toks):
         if t.kind == "cmd":
             effects.append(Effect("shell", t.text) if not t.dynamic else
@@ -402,6 +441,7 @@ def script(lang: str, code: str) -> list[Effect]:
         if lang == "perl" and t.text == "eval" and nxt is not None and nxt.text == "{":
             continue
         kind = calls[t.text]
+        seen[t.text] = seen.get(t.text, 0) + 1
         args, literal = _args(toks, i + 1, lang)
         what = f"{lang} code"
         if kind == "ask":
@@ -428,6 +468,12 @@ def script(lang: str, code: str) -> list[Effect]:
         elif kind == "kill":
             effects.append(Effect("hardline", "kill -1 signals every process") if any(
                 a.text == "-1" for a in args) else _ask(f"{what} signals processes"))
+    # The tokenizer guesses where regex literals are; a call it swallowed must still ask.
+    for name, kind in calls.items():
+        if kind in ("shell", "run", "argv", "eval") and (name not in gated or gate_open):
+            raw = len(re.findall(rf"(?<![\w$.>:-]){re.escape(name)}\s*(?:\(|\s+['\"`$\w])", code))
+            if raw > seen.get(name, 0):
+                effects.append(_ask(f"{lang} code calls {name} in a way that could not be read"))
     if lang == "perl" and re.search(r"(?<![\w$])kill\s*\(?\s*['\"]?\w*['\"]?\s*,\s*-1\b", code):
         effects.append(Effect("hardline", "kill -1 signals every process"))
     return effects

@@ -84,16 +84,16 @@ class Rules(_Base):
     def _copy(self, name: str, args: list[Word]) -> None:
         o = parse_opts(args, longs=_CP_LONG, short_args="tSmogZ" if name == "install" else "tS",
                        long_args=_CP_ARGS)
-        if o.has("-s", "-l", "--link", "--symbolic-link", "-r", "-R", "-a", "--recursive", "--archive", "-P",
-                 "-d", "--no-dereference"):
-            self.ctx.may_link = True
+        links = o.has("-s", "-l", "--link", "--symbolic-link", "-r", "-R", "-a", "--recursive", "--archive", "-P",
+                      "-d", "--no-dereference")
+        self.ctx.links += links
         target_dir = o.value("-t", "--target-directory")
         if o.dynamic:
             self.add("dangerous", f"{name} with options only known at run time")
         if name == "mv":
             sources = o.operands if target_dir else o.operands[:-1]
             for src in sources:
-                self.write(src, "mv moves away", glob_ok=True)
+                self.write(src, "mv moves away", glob_ok=True, own_link=links)
         if name == "install" and o.has("-d", "--directory"):
             return
         no_clobber = o.has("-n", "--no-clobber", "-i", "--interactive") or any(
@@ -103,7 +103,7 @@ class Rules(_Base):
             if BLOCK_DEVICE.match(dest.text):
                 self.add("hardline", f"{name} onto the disk device {dest.text}")
             elif not no_clobber:
-                self.write(dest, f"{name} can overwrite")
+                self.write(dest, f"{name} can overwrite", own_link=links)
 
     def cmd_cp(self, args: list[Word]) -> None:
         self._copy("cp", args)
@@ -115,7 +115,7 @@ class Rules(_Base):
         self._copy("install", args)
 
     def cmd_ln(self, args: list[Word]) -> None:
-        self.ctx.may_link = True
+        self.ctx.links += 1
 
     def cmd_rsync(self, args: list[Word]) -> None:
         o = parse_opts(args, short_args="efTB", long_args=("--rsh", "--rsync-path", "--filter", "--exclude",
@@ -124,7 +124,7 @@ class Rules(_Base):
             self.add("dangerous", "rsync --delete removes files at the destination")
         for w in o.value("-e", "--rsh", "--rsync-path"):
             self.run_word(w, "rsync -e")
-        self.ctx.may_link = True
+        self.ctx.links += 1
 
     def cmd_sed(self, args: list[Word]) -> None:
         scripts: list[Word] = []
@@ -402,7 +402,7 @@ class Rules(_Base):
                 self.run_argv([Word("git"), *[Word(x) for x in alias.split()], *sargs], f"git alias {sub}")
             return
         if sub in _GIT_MUTATES:
-            self.ctx.may_link = True
+            self.ctx.links += 1
         self.git_sub(sub, sargs)
 
     def git_sub(self, sub: str, sargs: list[Word]) -> None:

@@ -87,6 +87,8 @@ class Runners(_Base):
         o = parse_opts(args, short_args=short_args, long_args=long_args, stop_at_operand=True)
         rest = o.operands
         if then == "root":
+            if not rest and not o.has("-e", "--edit", "-s", "-i", "--shell", "--login"):
+                return None  # sudo -l, -v, -k: nothing runs
             self.add("dangerous", f"runs a command as root ({name})")
             if o.has("-e", "--edit") or name == "sudoedit":
                 return None
@@ -161,7 +163,7 @@ class Runners(_Base):
         elif name in _DOWNLOADERS:
             self.download(name, args)
         elif name in _EXTRACTORS:
-            self.ctx.may_link = True
+            self.ctx.links += 1
             self.ctx.opaque.add(self.owner)
 
     def alias(self, args: list[Word]) -> None:

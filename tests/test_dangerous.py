@@ -311,3 +311,11 @@ def test_terminal_never_runs_hardline_even_if_the_hook_says_yes(tmp_path) -> Non
     res = _run(_ctx(tmp_path, lambda c, v, x: Decision("approved", "yes")), f"mkfs.ext4 -n /dev/sdz; touch {marker}")
     assert res["status"] == "forbidden" and "forbidden" in res["error"]
     assert not marker.exists()
+
+
+def test_terminal_lets_writes_inside_its_working_directory_through(tmp_path) -> None:
+    (tmp_path / "build.sh").write_text("echo built\n")
+    res = _run(_ctx(tmp_path), "echo hi > notes.txt && bash build.sh")
+    assert res["output"] == "built\n" and (tmp_path / "notes.txt").read_text() == "hi\n"
+    res = _run(_ctx(tmp_path), f"echo hi > {tmp_path.parent}/outside.txt")
+    assert res["status"] == "denied" and not (tmp_path.parent / "outside.txt").exists()

@@ -63,7 +63,7 @@ class Rules(_Base):
                 return
         if recursive or o.has("-d", "--dir"):
             if o.operands or o.dynamic:
-                self.add("dangerous", "rm -r deletes a whole tree for good" if recursive else
+                self.add("dangerous", "rm -r/-f deletes files for good" if recursive else
                          "rm -d deletes directories")
             return
         if o.dynamic:

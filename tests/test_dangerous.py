@@ -262,6 +262,12 @@ def test_parser_never_raises_on_garbage() -> None:
         classify(junk)
 
 
+def test_what_cannot_be_checked_needs_approval() -> None:
+    assert classify("$(" * 600 + "ls" + ")" * 600).level == "dangerous"
+    assert classify("(" * 3000 + "rm -rf x" + ")" * 3000).level == "dangerous"
+    assert classify("rm -rf /; " + "$(" * 600 + "ls" + ")" * 600).level == "hardline"
+
+
 # ---- the terminal tool enforces the verdict --------------------------------------------------------
 
 registry = load_builtin_tools()

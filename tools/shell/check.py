@@ -443,8 +443,17 @@ def check(command: str, workspace: str | None, cwd: str | None) -> tuple[Level, 
     if ctx.cwd is None and ws is not None:
         ctx.cwd = ws
     checker = Checker(ctx)
-    checker.script(command)
-    checker.finish()
+    try:
+        checker.script(command)
+        checker.finish()
+    except Exception as exc:
+        # Fail closed, and keep what was found so far: an error must not turn hardline into approvable.
+        why = "nests too deeply" if isinstance(exc, RecursionError) else f"hit {type(exc).__name__}"
+        ctx.findings.append(("dangerous", f"the command could not be checked (it {why})"))
+        try:
+            Checker(ctx, MAX_DEPTH - 1).fallback(clean(command))
+        except Exception:
+            ctx.findings.append(("dangerous", "the command could not be checked"))
     worst: tuple[Level, str] | None = None
     for f in ctx.findings:
         if worst is None or RANK[f[0]] > RANK[worst[0]]:

@@ -104,6 +104,13 @@ FORMS = [
     ("pager variable", "GIT_PAGER='rm -rf ~' git log", "PAGER='rm -rf DIR' man ls"),
     ("sqlite shell escape", "sqlite3 x.db '.shell rm -rf /'", "sqlite3 x.db '.shell rm -rf DIR'"),
     ("glob matching a system directory", "rm -rf /e??", "rm -rf D*"),
+    ("home's parent", "rm -rf ~/..", "rm -rf ~/x/../y"),
+    ("env -", "env - rm -rf /", "env - rm -rf DIR"),
+    ("abbreviated wrapper option", "sudo --us root rm -rf /", "sudo --us root ls"),
+    ("flock FILE -c", "flock /tmp/l -c 'rm -rf /'", "flock /tmp/l -c 'rm -rf DIR'"),
+    ("script -c", "script -qc 'rm -rf /' /dev/null", "script -qc 'rm -rf DIR' /dev/null"),
+    ("xargs sh -c", "echo x | xargs sh -c 'rm -rf /'", "echo x | xargs sh -c 'rm -rf DIR'"),
+    ("nested shells", "bash -c 'sh -c \"eval rm\\ -rf\\ /\"'", "bash -c 'sh -c \"eval rm\\ -rf\\ DIR\"'"),
 ]
 
 

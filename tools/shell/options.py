@@ -39,6 +39,7 @@ def parse_opts(words: list[Word], *, longs: tuple[str, ...] = (), short_args: st
                long_args: tuple[str, ...] = (), stop_at_operand: bool = False) -> Opts:
     """Options and operands of ``words`` (the arguments, without the command name)."""
     o = Opts()
+    longs = longs or long_args
     i = 0
     ended = False
     while i < len(words):

@@ -43,8 +43,14 @@ def clean_path(path: str) -> str:
         if p.startswith("//"):
             p = "/" + p.lstrip("/")
     elif p.startswith(("~", "$HOME", "${HOME}")):
-        p = p.rstrip("/") or p
-        p = posixpath.normpath(p) if "/" in p else p
+        head, sep, rest = p.partition("/")
+        if not sep:
+            return p
+        # Resolve as if home were /home/user, so ``~/..`` comes out as /home and ``~/../..`` as /.
+        resolved = posixpath.normpath(posixpath.join("/home/user", rest))
+        if resolved == "/home/user":
+            return head
+        return resolved if not resolved.startswith("/home/user/") else head + resolved[len("/home/user"):]
     return p
 
 

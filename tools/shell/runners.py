@@ -103,6 +103,8 @@ class Runners(_Base):
             for w in o.value("-S", "--split-string"):
                 self.run_word(Word(" ".join([w.text, *(x.text for x in rest)]), w.dynamic), "env -S")
                 return None
+            if rest and rest[0].text == "-":  # ``env -`` is ``env -i``
+                rest = rest[1:]
             while rest and "=" in rest[0].text and not rest[0].text.startswith("="):
                 key, _, val = rest[0].text.partition("=")
                 self.assignment(key, Word(val, rest[0].dynamic))
@@ -110,8 +112,12 @@ class Runners(_Base):
         if then == "skip1" and not o.has("-p", "--pid"):
             rest = rest[1:]
         if then == "flock":
-            for w in o.value("-c", "--command"):
+            # flock FILE -c CMD: the option may follow the lock file.
+            tail = parse_opts(rest[1:], short_args=short_args, long_args=long_args)
+            for w in [*o.value("-c", "--command"), *tail.value("-c", "--command")]:
                 self.run_word(w, "flock -c")
+            if tail.value("-c", "--command"):
+                return None
             rest = rest[1:]
         if then == "watch":
             if rest:
@@ -188,7 +194,7 @@ class Runners(_Base):
                 rest = o.operands[1:]
                 self.run_word(Word(" ".join(w.text for w in rest), any(w.dynamic for w in rest)), "ssh")
             return
-        o = parse_opts(args, short_args="cCsguw" if name != "script" else "cEeqIOTBm",
+        o = parse_opts(args, short_args="cCsguw" if name != "script" else "cEIOTBm",
                        long_args=("--command", "--session-command", "--shell", "--group", "--user"))
         for w in o.value("-c", "--command", "--session-command"):
             self.run_word(w, f"{name} -c")

@@ -19,6 +19,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Literal
 
+from tree_sitter import Node
+
 from tools.shell import code as code_mod
 from tools.shell import sql as sql_mod
 from tools.shell.code import Effect
@@ -243,8 +245,9 @@ class Checker(Rules, Runners):
                 return
         self.run_code(lang, text, how, owner=len(self.ctx.reads) - 1)
 
-    def source_text(self, node: object) -> str:
-        return node.text.decode("utf-8", "replace") if getattr(node, "text", None) else ""  # type: ignore[attr-defined]
+    @staticmethod
+    def source_text(node: Node) -> str:
+        return node.text.decode("utf-8", "replace") if node.text is not None else ""
 
     def static_output(self, text: str) -> bytes | None:
         script = parse(clean(text))

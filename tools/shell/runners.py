@@ -14,7 +14,7 @@ import re
 from typing import TYPE_CHECKING
 
 from tools.shell.options import parse_opts
-from tools.shell.parse import Command, Word
+from tools.shell.parse import Command, Feed, Word
 from tools.shell.rules import sh_quote
 from tools.shell.static import feed_bytes
 
@@ -439,10 +439,10 @@ _DECODERS = frozenset({"base64", "base32", "xxd", "gunzip", "zcat", "gzip", "bzi
                        "unxz", "xzcat", "lzcat", "unlzma", "tr", "rev"})
 
 
-def _decoder_in(feed: object) -> str | None:
+def _decoder_in(feed: Feed | None) -> str | None:
     """The first decoding stage (base64 -d, gunzip, tr...) in the pipeline feeding a command."""
-    while feed is not None and getattr(feed, "kind", "") == "pipe" and feed.stage:  # type: ignore[attr-defined]
-        cmd = feed.stage[0]  # type: ignore[attr-defined]
+    while feed is not None and feed.kind == "pipe" and feed.stage:
+        cmd = feed.stage[0]
         name = posixpath.basename(cmd.words[0].text) if cmd.words else ""
         if name in _DECODERS:
             return name

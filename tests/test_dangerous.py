@@ -1,4 +1,7 @@
-"""Detection table: hardline, dangerous and benign look-alikes, with the normalisation tricks."""
+"""Detection table: hardline, dangerous and benign look-alikes, with the normalisation tricks.
+
+Evasions of the parser are in test_dangerous_evasions.py, the workspace rule and script files in
+test_dangerous_workspace.py."""
 
 from __future__ import annotations
 
@@ -141,6 +144,12 @@ DANGEROUS = [
     "eval 'sed -i s/a/b/ f'",
     "$CMD -rf /tmp/x",
     "tee config.yaml < new.yaml",
+    # Changed on purpose: any SQL that is not a plain read asks; plain rm deletes for good like rm -f;
+    # a script file is not on the command line (no cwd here to read it from); mv removes its sources.
+    'sqlite3 app.db "DELETE FROM users WHERE id = 3"',
+    "rm notes.txt",
+    "bash script.sh",
+    "mv -n a b",
 ]
 
 SAFE = [
@@ -153,7 +162,6 @@ SAFE = [
     "ls -la /",
     "cat /etc/passwd",
     "rm",  # no flags: not on the list
-    "rm notes.txt",
     "git status",
     "git checkout main",
     "git checkout -b feature",
@@ -174,15 +182,12 @@ SAFE = [
     "wget https://example.com/file.tar.gz",
     "python3 -c 'print(1)'",
     "bash -c 'echo hello'",
-    "bash script.sh",
     "systemctl status nginx",
     "docker ps -a",
     "docker run --rm alpine echo hi",
     "psql -c 'select * from users'",
-    'sqlite3 app.db "DELETE FROM users WHERE id = 3"',
     "chmod +x script.sh",
     "chmod 644 file",
-    "mv -n a b",
     "cp -n a b",
     "find . -name '*.py'",
     "kill -l",
@@ -257,6 +262,12 @@ def test_parser_never_raises_on_garbage() -> None:
         classify(junk)
 
 
+def test_what_cannot_be_checked_needs_approval() -> None:
+    assert classify("$(" * 600 + "ls" + ")" * 600).level == "dangerous"
+    assert classify("(" * 3000 + "rm -rf x" + ")" * 3000).level == "dangerous"
+    assert classify("rm -rf /; " + "$(" * 600 + "ls" + ")" * 600).level == "hardline"
+
+
 # ---- the terminal tool enforces the verdict --------------------------------------------------------
 
 registry = load_builtin_tools()
@@ -306,3 +317,11 @@ def test_terminal_never_runs_hardline_even_if_the_hook_says_yes(tmp_path) -> Non
     res = _run(_ctx(tmp_path, lambda c, v, x: Decision("approved", "yes")), f"mkfs.ext4 -n /dev/sdz; touch {marker}")
     assert res["status"] == "forbidden" and "forbidden" in res["error"]
     assert not marker.exists()
+
+
+def test_terminal_lets_writes_inside_its_working_directory_through(tmp_path) -> None:
+    (tmp_path / "build.sh").write_text("echo built\n")
+    res = _run(_ctx(tmp_path), "echo hi > notes.txt && bash build.sh")
+    assert res["output"] == "built\n" and (tmp_path / "notes.txt").read_text() == "hi\n"
+    res = _run(_ctx(tmp_path), f"echo hi > {tmp_path.parent}/outside.txt")
+    assert res["status"] == "denied" and not (tmp_path.parent / "outside.txt").exists()

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from gateway.config import ToolsConfig
-from tools.dangerous import Decision, classify
+from tools.dangerous import Decision, Verdict, classify
 from tools.registry import ToolContext, error, tool
 from tools.sandbox import argv, child_env, context_policy, model_problem, resolve_mode, workspace_dir
 
@@ -163,6 +163,13 @@ def run_command(command: str, ctx: ToolContext, timeout: float | None = None) ->
     return result
 
 
+def _classify(command: str, ctx: ToolContext) -> Verdict:
+    # The terminal's working directory is the agent's workspace: writes inside it do not ask, and script
+    # files named on the line are read from it. (classify ignores a workspace that is the home directory.)
+    cwd = resolve_cwd(ctx)
+    return classify(command, workspace=cwd, cwd=cwd)
+
+
 # ---- batches: every dangerous command of one model answer is put to the person at once ----------------
 
 _TICKETS = "approval_tickets"
@@ -173,7 +180,7 @@ def _prepare(args: dict[str, Any], ctx: ToolContext) -> None:
     hook = ctx.extras.get("approve")
     if not isinstance(command, str) or not command.strip() or not hasattr(hook, "open"):
         return
-    verdict = classify(command)
+    verdict = _classify(command, ctx)
     if verdict.needs_approval:
         ctx.extras.setdefault(_TICKETS, {}).setdefault(command, []).append(hook.open(command, verdict, ctx))
 
@@ -225,7 +232,7 @@ def terminal(args: dict[str, Any], ctx: ToolContext) -> str:
             return error("timeout must be a number of seconds")
         if timeout <= 0:
             timeout = None
-    verdict = classify(command)
+    verdict = _classify(command, ctx)
     approval: Decision | None = None
     if verdict.level != "safe":
         # The gateway attaches the approval broker as extras["approve"]; it blocks this thread until a

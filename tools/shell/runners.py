@@ -1,0 +1,467 @@
+"""Commands that run other commands or code: wrappers, shells, interpreters, database clients.
+
+A wrapper (sudo, env, nohup, timeout, xargs...) is peeled and what it runs is checked as if it stood
+alone; ``sudo`` and friends also ask. A shell or an interpreter runs code from ``-c``/``-e``, from a
+script file, or from standard input: literal code is checked recursively, code only known at run time
+needs approval. Database clients get their SQL checked (``tools/shell/sql.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from typing import TYPE_CHECKING
+
+from tools.shell.options import parse_opts
+from tools.shell.parse import Command, Feed, Word
+from tools.shell.rules import sh_quote
+from tools.shell.static import feed_bytes
+
+if TYPE_CHECKING:
+    from tools.shell.engine import Engine as _Base
+else:
+    _Base = object
+
+_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "fish", "ash", "csh", "tcsh", "yash", "posh",
+                     "rbash", "oksh", "loksh"})
+_LANGS = {"python": "python", "python2": "python", "python3": "python", "pypy": "python", "pypy3": "python",
+          "perl": "perl", "ruby": "ruby", "node": "node", "nodejs": "node", "bun": "node", "deno": "node",
+          "php": "php", "lua": "lua", "luajit": "lua", "awk": "awk", "gawk": "awk", "mawk": "awk",
+          "nawk": "awk", "busybox-awk": "awk"}
+_EXT_LANG = {".sh": "shell", ".bash": "shell", ".zsh": "shell", ".py": "python", ".pl": "perl", ".rb": "ruby",
+             ".js": "node", ".mjs": "node", ".cjs": "node", ".php": "php", ".lua": "lua", ".awk": "awk"}
+_DB_CLIENTS = frozenset({"psql", "mysql", "mariadb", "sqlite3", "sqlite", "sqlcmd", "duckdb", "clickhouse-client",
+                         "clickhouse", "cockroach", "pgcli", "mycli", "litecli", "usql"})
+_DOWNLOADERS = frozenset({"curl", "wget", "fetch", "aria2c", "http", "https", "xh"})
+_EXTRACTORS = frozenset({"tar", "bsdtar", "unzip", "7z", "7za", "cpio", "patch", "unrar", "gunzip", "ar"})
+# name -> (short options with a value, long options with a value, what follows the options)
+_WRAPPERS: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "sudo": ("ugCDhprtUTR", ("--user", "--group", "--close-from", "--chdir", "--host", "--prompt", "--role",
+                            "--type", "--other-user", "--command-timeout", "--chroot"), "root"),
+    "doas": ("uC", (), "root"),
+    "run0": ("ugD", ("--user", "--group", "--chdir", "--unit", "--property", "--description", "--slice",
+                     "--setenv", "--nice", "--machine"), "root"),
+    "pkexec": ("", ("--user",), "root"),
+    "env": ("uCS", ("--unset", "--chdir", "--split-string"), "env"),
+    "nice": ("n", ("--adjustment",), ""),
+    "nohup": ("", (), ""),
+    "timeout": ("sk", ("--signal", "--kill-after"), "skip1"),
+    "stdbuf": ("ioe", ("--input", "--output", "--error"), ""),
+    "ionice": ("cnpPu", ("--class", "--classdata", "--pid", "--pgid", "--uid"), ""),
+    "setsid": ("", (), ""),
+    "time": ("fo", ("--format", "--output"), ""),
+    "exec": ("a", (), ""),
+    "command": ("", (), "command"),
+    "builtin": ("", (), ""),
+    "chrt": ("T", ("--sched-runtime", "--sched-period", "--sched-deadline"), "skip1"),
+    "taskset": ("", (), "skip1"),
+    "busybox": ("", (), ""),
+    "toybox": ("", (), ""),
+    "chroot": ("", ("--userspec", "--groups"), "skip1"),
+    "xargs": ("nIiPdLlsEea", ("--max-args", "--replace", "--max-procs", "--delimiter", "--max-lines",
+                              "--arg-file", "--eof", "--max-chars", "--process-slot-var"), "xargs"),
+    "parallel": ("jSI", ("--jobs", "--sshlogin", "--arg-file"), "xargs"),
+    "strace": ("eopsuSbIXPa", (), ""),
+    "ltrace": ("eopsuSnlA", (), ""),
+    "flock": ("wEc", ("--timeout", "--conflict-exit-code", "--command"), "flock"),
+    "systemd-run": ("pEuM", ("--unit", "--property", "--setenv", "--description", "--slice", "--uid", "--gid",
+                             "--working-directory", "--on-calendar", "--on-active", "--machine"), "outside"),
+    "unshare": ("SGRwt", ("--setuid", "--setgid", "--root", "--wd"), ""),
+    "nsenter": ("tSGrw", ("--target", "--setuid", "--setgid"), "outside"),
+    "watch": ("nd", ("--interval", "--differences"), "watch"),
+    "unbuffer": ("", (), ""), "caffeinate": ("w", (), ""), "catchsegv": ("", (), ""),
+    "fakeroot": ("", (), ""), "dbus-run-session": ("", (), ""), "xvfb-run": ("nsfe", (), ""),
+    "firejail": ("", (), ""), "valgrind": ("", (), ""), "coproc": ("", (), ""), "then": ("", (), ""),
+    "do": ("", (), ""), "else": ("", (), ""), "!": ("", (), ""),
+}
+
+
+class Runners(_Base):
+    def unwrap(self, name: str, args: list[Word]) -> list[Word] | None:
+        short_args, long_args, then = _WRAPPERS[name]
+        if name == "command" and args and args[0].text in ("-v", "-V"):
+            return None
+        o = parse_opts(args, short_args=short_args, long_args=long_args, stop_at_operand=True)
+        rest = o.operands
+        if then == "root":
+            if not rest and not o.has("-e", "--edit", "-s", "-i", "--shell", "--login"):
+                return None  # sudo -l, -v, -k: nothing runs
+            self.add("dangerous", f"runs a command as root ({name})")
+            if o.has("-e", "--edit") or name == "sudoedit":
+                return None
+            if o.has("-s", "-i", "--shell", "--login") and rest:
+                self.run_text(" ".join(w.text if w.dynamic else sh_quote(w.text) for w in rest), f"{name} -s")
+                return None
+        if then == "outside":
+            self.add("dangerous", f"{name} runs a command outside this session")
+        for w in o.value("-C", "--chdir", "-D", "--working-directory"):
+            self.ctx.cds.append(w if not w.dynamic else None)
+        if then == "env":
+            for w in o.value("-S", "--split-string"):
+                self.run_word(Word(" ".join([w.text, *(x.text for x in rest)]), w.dynamic), "env -S")
+                return None
+            if rest and rest[0].text == "-":  # ``env -`` is ``env -i``
+                rest = rest[1:]
+            while rest and "=" in rest[0].text and not rest[0].text.startswith("="):
+                key, _, val = rest[0].text.partition("=")
+                self.assignment(key, Word(val, rest[0].dynamic))
+                rest = rest[1:]
+        if then == "skip1" and not o.has("-p", "--pid"):
+            rest = rest[1:]
+        if then == "flock":
+            # flock FILE -c CMD: the option may follow the lock file.
+            tail = parse_opts(rest[1:], short_args=short_args, long_args=long_args)
+            for w in [*o.value("-c", "--command"), *tail.value("-c", "--command")]:
+                self.run_word(w, "flock -c")
+            if tail.value("-c", "--command"):
+                return None
+            rest = rest[1:]
+        if then == "watch":
+            if rest:
+                self.run_word(Word(" ".join(w.text for w in rest), any(w.dynamic for w in rest)), "watch")
+            return None
+        if then == "xargs":
+            repl = o.value("-I", "--replace", "-i")
+            if not rest:
+                return None
+            if repl:
+                marker = repl[0].text or "{}"
+                return [Word(w.text, True) if marker in w.text else w for w in rest]
+            return [*rest, Word("$XARGS_INPUT", dynamic=True)]
+        return rest
+
+    # ---- commands that run other code ----------------------------------------------------------------
+
+    def by_kind(self, name: str, args: list[Word], cmd: Command | None) -> None:
+        base = re.sub(r"[\d.]+$", "", name)
+        if name.startswith("mkfs") or name in ("mke2fs", "mkswap", "wipefs", "mkdosfs", "mkntfs"):
+            self.add("hardline", f"{name} formats a disk")
+        elif name in _SHELLS or base in _SHELLS:
+            self.shell(name, args, cmd)
+        elif name in _LANGS or base in _LANGS:
+            self.interpreter(name, _LANGS.get(name) or _LANGS[base], args, cmd)
+        elif name in _DB_CLIENTS:
+            self.database(name, args, cmd)
+        elif name == "herald":
+            self.add("dangerous", "the herald CLI changes Herald's own state")
+        elif name in ("eval", "trap"):
+            if name == "trap" and (not args or args[0].text in ("-l", "-p", "-", "")):
+                return
+            code = args[:1] if name == "trap" else args
+            if code:
+                self.run_word(Word(" ".join(w.text for w in code), any(w.dynamic for w in code)), name)
+        elif name in ("source", "."):
+            if args:
+                self.run_file(args[0], "shell", name)
+        elif name == "alias":
+            self.alias(args)
+        elif name in ("cd", "pushd", "popd"):
+            self.ctx.cds.append(args[-1] if name == "cd" and args and not args[-1].dynamic
+                                and args[-1].text != "-" else None)
+        elif name in ("su", "runuser", "script", "ssh", "sg"):
+            self.other_user(name, args)
+        elif name in ("crontab", "at", "batch"):
+            if not (name == "crontab" and any(a.text == "-l" for a in args)):
+                self.add("dangerous", f"{name} schedules commands to run later")
+        elif name in _DOWNLOADERS:
+            self.download(name, args)
+        elif name in _EXTRACTORS:
+            self.ctx.links += 1
+            self.ctx.opaque.add(self.owner)
+
+    def alias(self, args: list[Word]) -> None:
+        for w in args:
+            key, eq, value = w.text.partition("=")
+            if not eq:
+                continue
+            if w.dynamic:
+                self.add("dangerous", f"alias {key} is only known at run time")
+                continue
+            self.ctx.aliases[key] = value
+            self.run_text(value, f"alias {key}")
+
+    def other_user(self, name: str, args: list[Word]) -> None:
+        if name == "ssh":
+            o = parse_opts(args, short_args="BbcDEeFIiJLlmOopQRSWw", stop_at_operand=True)
+            for opt in o.value("-o"):
+                key, _, val = opt.text.partition("=")
+                if key.lower() in ("proxycommand", "localcommand", "knownhostscommand"):
+                    self.run_word(Word(val, opt.dynamic), f"ssh {key}")
+            if len(o.operands) > 1:
+                rest = o.operands[1:]
+                self.run_word(Word(" ".join(w.text for w in rest), any(w.dynamic for w in rest)), "ssh")
+            return
+        o = parse_opts(args, short_args="cCsguw" if name != "script" else "cEIOTBm",
+                       long_args=("--command", "--session-command", "--shell", "--group", "--user"))
+        for w in o.value("-c", "--command", "--session-command"):
+            self.run_word(w, f"{name} -c")
+        if name in ("su", "runuser", "sg"):
+            self.add("dangerous", f"runs a command as another user ({name})")
+            if name == "runuser" and o.operands and not o.value("-c", "--command"):
+                self.run_argv(o.operands, name)
+
+    def download(self, name: str, args: list[Word]) -> None:
+        o = parse_opts(args, short_args="oOPdXHAeEuwTm" if name == "curl" else "OoPaeiU",
+                       long_args=("--output", "--output-document", "--directory-prefix", "--header", "--data",
+                                  "--user-agent", "--user", "--config", "--referer", "--request"))
+        for w in o.value("-o", "--output") if name == "curl" else o.value("-O", "--output-document"):
+            self.write(w, f"{name} overwrites")
+        if name == "curl" and o.has("-O", "--remote-name"):
+            for url in o.operands:
+                self.write(Word(posixpath.basename(url.text.split("?")[0]) or url.text, url.dynamic),
+                           "curl -O overwrites")
+
+    def shell(self, name: str, args: list[Word], cmd: Command | None) -> None:
+        command_mode = noexec = interactive = stdin_mode = False
+        i = 0
+        operand: Word | None = None
+        while i < len(args):
+            t = args[i].text
+            i += 1
+            if t in ("--", "-"):
+                break
+            if t in ("--rcfile", "--init-file") and i < len(args):
+                self.run_file(args[i], "shell", f"{name} {t}")
+                i += 1
+                continue
+            if t.startswith("--"):
+                command_mode |= t.startswith("--command")
+                noexec |= t in ("--noexec", "--no-execute")
+                if t.startswith("--command=") or t.startswith("--init-command"):
+                    self.run_word(Word(t.partition("=")[2], args[i - 1].dynamic), f"{name} {t.split('=')[0]}")
+                continue
+            if t[:1] in "-+" and len(t) > 1:
+                letters = t[1:]
+                command_mode |= "c" in letters
+                noexec |= "n" in letters and t[0] == "-"
+                interactive |= "i" in letters
+                stdin_mode |= "s" in letters
+                if ("o" in letters or "O" in letters) and i < len(args):
+                    i += 1
+                continue
+            i -= 1
+            break
+        if i < len(args):
+            operand = args[i]
+        if noexec and not interactive:
+            return
+        if command_mode:
+            if operand is not None:
+                self.run_word(operand, f"{name} -c")
+            return
+        if operand is not None and not stdin_mode:
+            self.run_file(operand, "shell", f"{name} {operand.text}")
+            return
+        self.stdin_code(name, "shell", cmd)
+
+    def interpreter(self, name: str, lang: str, args: list[Word], cmd: Command | None) -> None:
+        codes: list[Word] = []
+        files: list[Word] = []
+        in_place = check_only = False
+        code_flags = {"python": "c", "perl": "eE", "ruby": "e", "node": "ep", "php": "rBRE", "lua": "e",
+                      "awk": ""}[lang]
+        arg_flags = {"python": "mWX", "perl": "I", "ruby": "rICEF", "node": "r", "php": "fdcz", "lua": "l",
+                     "awk": "fvFeilE"}[lang]
+        attached = {"perl": "MmxlF0dCDV", "ruby": "iWTKx0l", "python": "", "node": "", "php": "", "lua": "",
+                    "awk": ""}[lang]
+        module: Word | None = None
+        i = 0
+        stop = False
+        while i < len(args) and not stop:
+            w = args[i]
+            t = w.text
+            i += 1
+            if t == "--":
+                break
+            if t in ("--eval", "--print") or t.startswith(("--eval=", "--print=")):
+                val = t.partition("=")[2]
+                codes.append(Word(val, w.dynamic) if "=" in t else args[i] if i < len(args) else Word(""))
+                i += 0 if "=" in t else 1
+                continue
+            if t in ("--check", "--syntax-check", "--version", "--help") and lang in ("node", "php"):
+                check_only = True
+                continue
+            if t in ("--require", "--import", "--loader", "--experimental-loader", "--source", "--include",
+                     "--load", "--file", "--exec") and i < len(args):
+                if t == "--source":
+                    codes.append(args[i])
+                elif t == "--file":
+                    files.append(args[i])
+                else:
+                    self.add("dangerous", f"{name} {t} loads code that is not on the command line")
+                i += 1
+                continue
+            if t.startswith("--") or not t.startswith("-") or t == "-":
+                if t.startswith("--"):
+                    continue
+                i -= 1
+                break
+            for j, ch in enumerate(t[1:], start=1):
+                rest = t[j + 1:]
+                if ch in code_flags:
+                    codes.append(Word(rest, w.dynamic) if rest else args[i] if i < len(args) else Word(""))
+                    i += 0 if rest or i >= len(args) else 1
+                    stop = lang in ("python", "php")  # what follows is the program's own argv
+                    break
+                if ch == "i" and lang in ("perl", "ruby"):
+                    in_place = True
+                    break
+                if (lang == "python" and ch == "m") or (lang == "awk" and ch == "f") or (lang == "php" and ch == "f"):
+                    target = Word(rest, w.dynamic) if rest else args[i] if i < len(args) else Word("")
+                    i += 0 if rest or i >= len(args) else 1
+                    if ch == "m":
+                        module = target
+                        stop = True
+                    else:
+                        files.append(target)
+                    break
+                if (lang == "awk" and ch in "e") or (lang == "awk" and ch in "il"):
+                    target = Word(rest, w.dynamic) if rest else args[i] if i < len(args) else Word("")
+                    i += 0 if rest or i >= len(args) else 1
+                    if ch == "e":
+                        codes.append(target)
+                    else:
+                        self.add("dangerous", f"{name} -{ch} loads code that is not on the command line")
+                    break
+                if ch in arg_flags:
+                    if not rest:
+                        i += 1
+                    if (lang == "ruby" and ch == "C") or (lang == "perl" and ch == "x"):
+                        self.ctx.cds.append(None)
+                    break
+                if ch in attached:
+                    break
+                if (ch == "c" and lang in ("perl", "ruby")) or (ch == "l" and lang == "php"):
+                    check_only = True
+        operands = args[i:]
+        if check_only and not codes and lang != "perl":
+            return
+        if module is not None:
+            self.python_module(module)
+            return
+        if lang == "awk" and not codes and not files and operands:
+            codes.append(operands[0])
+            operands = operands[1:]
+        how = f"{name} code"
+        for c in codes:
+            if c.dynamic:
+                self.add("dangerous", f"{name} runs code that is only known at run time")
+            else:
+                self.run_code(lang, c.text, how)
+        for f in files:
+            self.run_file(f, lang, f"{name} {f.text}")
+        if not codes and not files:
+            if operands and operands[0].text != "-":
+                self.run_file(operands[0], lang, f"{name} {operands[0].text}")
+                operands = operands[1:]
+            else:
+                self.stdin_code(name, lang, cmd)
+        if in_place:
+            for f in operands:
+                self.write(f, f"{name} -i edits in place", glob_ok=True)
+
+    def python_module(self, module: Word) -> None:
+        if module.dynamic:
+            self.add("dangerous", "python runs a module only known at run time")
+        elif module.text.split(".")[0] in ("gateway", "herald"):
+            self.add("dangerous", "the herald CLI changes Herald's own state")
+        elif self.ctx.cwd is not None:
+            rel = module.text.replace(".", "/")
+            for candidate in (rel + ".py", rel + "/__main__.py"):
+                if os.path.isfile(posixpath.join(self.ctx.cwd, candidate)):
+                    self.run_file(Word(candidate), "python", f"python -m {module.text}")
+                    return
+
+    def stdin_code(self, name: str, lang: str, cmd: Command | None) -> None:
+        """An interpreter reading its program from standard input."""
+        feed = cmd.feed if cmd is not None else None
+        if feed is None:
+            return  # the terminal's stdin is /dev/null: nothing runs
+        if feed.kind == "file" and feed.file is not None:
+            self.run_file(feed.file, lang, f"{name} < {feed.file.text}")
+            return
+        data = feed_bytes(feed, lambda w: self.read_file(w)[0])
+        if data is not None:
+            decoder = _decoder_in(feed)
+            if decoder:
+                self.add("dangerous", f"{name} runs code decoded by {decoder}")
+            self.run_code(lang, data.decode("utf-8", "replace"), f"piped into {name}")
+            return
+        src = feed.stage[0].words[0].text if feed.stage and feed.stage[0].words else ""
+        if posixpath.basename(src) in _DOWNLOADERS:
+            self.add("dangerous", f"pipes a download straight into {name}")
+        elif feed.kind == "text":
+            self.add("dangerous", f"{name} runs a here-document that is only known at run time")
+        else:
+            self.add("dangerous", f"{name} runs a script that comes down a pipe")
+
+    def database(self, name: str, args: list[Word], cmd: Command | None) -> None:
+        o = parse_opts(args, short_args="cdhpUvPoLTfeqQiF" if name not in ("sqlite3", "sqlite", "litecli") else "",
+                       long_args=("--command", "--execute", "--query", "--file", "--dbname", "--host", "--port",
+                                  "--username", "--user", "--set", "--variable", "--output", "--database"))
+        texts: list[Word] = [*o.value("-c", "--command", "-e", "--execute", "-q", "-Q", "--query")]
+        if name in ("sqlite3", "sqlite", "litecli", "duckdb"):
+            words = list(args)
+            ops: list[Word] = []
+            while words:
+                w = words.pop(0)
+                if w.text in ("-cmd", "-init", "-separator", "-newline", "-nullvalue") and words:
+                    value = words.pop(0)
+                    if w.text == "-cmd":
+                        texts.append(value)
+                    elif w.text == "-init":
+                        self.add("dangerous", f"{name} -init runs SQL from a file")
+                elif not w.text.startswith("-"):
+                    ops.append(w)
+            texts.extend(ops[1:])
+        for f in o.value("-f", "--file", "-i"):
+            data, _ = self.read_file(f)
+            texts.append(Word(data.decode("utf-8", "replace")) if data is not None else Word(f.text, True))
+        for f in o.value("-o", "--output"):
+            self.write(f, f"{name} -o overwrites")
+        feed = cmd.feed if cmd is not None else None
+        if feed is not None:
+            data = feed_bytes(feed, lambda w: self.read_file(w)[0])
+            texts.append(Word(data.decode("utf-8", "replace")) if data is not None else Word("$STDIN", True))
+        for t in texts:
+            if t.dynamic:
+                self.add("dangerous", f"{name} runs SQL that is only known at run time")
+            else:
+                self.run_sql(t.text, name)
+
+    # ---- the end -------------------------------------------------------------------------------------
+
+
+_DECODERS = frozenset({"base64", "base32", "xxd", "gunzip", "zcat", "gzip", "bzip2", "bunzip2", "bzcat", "xz",
+                       "unxz", "xzcat", "lzcat", "unlzma", "tr", "rev"})
+
+
+def _decoder_in(feed: Feed | None) -> str | None:
+    """The first decoding stage (base64 -d, gunzip, tr...) in the pipeline feeding a command."""
+    while feed is not None and feed.kind == "pipe" and feed.stage:
+        cmd = feed.stage[0]
+        name = posixpath.basename(cmd.words[0].text) if cmd.words else ""
+        if name in _DECODERS:
+            return name
+        feed = cmd.feed
+    return None
+
+
+def _script_lang(text: str, path: str) -> str | None:
+    if text.startswith("#!"):
+        line = text.split("\n", 1)[0][2:].strip().split()
+        if not line:
+            return "shell"
+        prog = posixpath.basename(line[0])
+        if prog == "env":
+            rest = [x for x in line[1:] if not x.startswith("-") and "=" not in x]
+            prog = posixpath.basename(rest[0]) if rest else ""
+        base = re.sub(r"[\d.]+$", "", prog)
+        if prog in _SHELLS or base in _SHELLS:
+            return "shell"
+        return _LANGS.get(prog) or _LANGS.get(base)
+    ext = posixpath.splitext(path)[1]
+    return _EXT_LANG.get(ext, "shell")
+
+

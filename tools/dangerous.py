@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import fnmatch
 import re
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
@@ -67,29 +66,13 @@ class Decision:
 
 # ---------------------------------------------------------------------------------------- normalise
 
-_ANSI = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC
-    r"|\x1b[PX^_][^\x1b]*\x1b\\"  # DCS/SOS/PM/APC
-    r"|\x1b[@-Z\\-_]"  # two-byte sequences
-    r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
-)
 _HSPACE = re.compile(r"[^\S\n]+")
 
 
 def normalize(command: str) -> str:
     """ANSI escapes out, NFKC (full-width letters become ASCII), invisible characters out, whitespace
     collapsed (newlines kept: they separate commands), line continuations joined."""
-    text = _ANSI.sub("", command)
-    text = unicodedata.normalize("NFKC", text)
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    # Format characters (zero-width space/joiner, bidi controls, soft hyphen) and other controls hide
-    # letters from a reader; the shell sees them as part of words, but they only ever obscure.
-    text = "".join(
-        ch for ch in text
-        if ch in "\n\t" or not unicodedata.category(ch).startswith("C")
-    )
-    text = text.replace("\\\n", "")
+    text = clean(command).replace("\\\n", "")
     text = _HSPACE.sub(" ", text)
     lines = [line.strip() for line in text.split("\n")]
     return "\n".join(line for line in lines if line)

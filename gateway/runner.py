@@ -15,6 +15,7 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -167,8 +168,13 @@ class GatewayRunner:
                         self._is_admin, lambda: self.agents.sandbox)
 
     def _build_adapters(self) -> None:
+        # Files people send are for the agent: they go where its tools can read them (the sandbox hides the
+        # profile's home, media folder included).
+        sandbox = self.agents.sandbox
+        media = Path(sandbox.workspace) / "attachments" if sandbox is not None else self.paths.media_dir
+
         def context(config: Any) -> AdapterContext:
-            return AdapterContext(gateway=self, config=config, home=self.paths.home, media_dir=self.paths.media_dir,
+            return AdapterContext(gateway=self, config=config, home=self.paths.home, media_dir=media,
                                   chat_log=self.store, platforms=dict(self.cfg.platforms))
 
         for name in PLATFORMS:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -18,6 +20,7 @@ from gateway.platforms.telegram.adapter import TelegramAdapter
 from gateway.runner import GatewayRunner
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram_api import BOT_USERNAME, FakeTelegram
+from tools.registry import registry
 
 ALICE, BOB, CAROL, STRANGER = 111, 222, 333, 999
 GROUP, FORUM = -1001, -1002
@@ -327,7 +330,7 @@ async def test_an_update_the_inbox_could_not_take_is_taken_on_the_next_poll(star
 
 
 async def test_photo_and_document_are_downloaded_and_stickers_become_a_note(start_tg, fake_tg, fake_llm, home):
-    await start_tg(max_media_mb=0.001)  # about 1 KB
+    runner = await start_tg(max_media_mb=0.001)  # about 1 KB
     small = fake_tg.add_file(b"\x89PNG small", "pic.png")
     big = fake_tg.add_file(b"x" * 5000, "big.bin")
     fake_tg.user_message(ALICE, text=None, caption="what is this",
@@ -337,7 +340,11 @@ async def test_photo_and_document_are_downloaded_and_stickers_become_a_note(star
     assert content.startswith("what is this")
     paths = [line[2:] for line in content.splitlines() if line.startswith("- ")]
     assert len(paths) == 1 and Path(paths[0]).read_bytes() == b"\x89PNG small"  # noqa: ASYNC240
-    assert Path(paths[0]).parent == home / "media"
+    # Where the agent's tools can read it: the sandbox hides the profile's home (and its media folder).
+    assert Path(paths[0]).parent == home / "workspace" / "attachments"
+    ctx = runner.agents.tool_context("k", threading.Event(), None)
+    read = json.loads(registry.dispatch("read_file", {"path": paths[0]}, ctx))
+    assert "PNG small" in read["content"], read  # the agent's file tool reads it: not hidden from it
     fake_tg.user_message(ALICE, text=None, document={"file_id": big, "file_unique_id": "u2", "file_name": "big.bin",
                                                      "file_size": 5000})
     await fake_tg.wait_sent(lambda s: len(s) == 2)

@@ -34,10 +34,19 @@ def _sqlite_file(url: str | None) -> Path | None:
     return Path(os.path.abspath(database))
 
 
+# Where the daemon user's own credentials usually live: keys and tokens the agent has no business reading
+# (its commands have the network). The rest of the home stays visible, read-only: people keep their
+# toolchains there (pyenv, nvm, cargo), and hiding it would break the agent's python, node or git.
+CREDENTIAL_PATHS = (".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker/config.json", ".netrc", ".git-credentials",
+                    ".pgpass", ".my.cnf", ".pypirc", ".npmrc", ".vault-token", ".password-store", ".config/gh",
+                    ".config/gcloud", ".config/hub", ".local/share/keyrings")
+
+
 def hidden_paths(cfg: Config, paths: Paths) -> list[Path]:
-    """Everything of Herald's the agent must never see (tools.terminal.hidden_paths is added by make_policy)."""
+    """Everything of Herald's the agent must never see, and the daemon user's credential files
+    (tools.terminal.hidden_paths is added by make_policy)."""
     hidden = [herald_base(), paths.home, paths.env_file, paths.web_token_file, paths.media_dir, paths.logs_dir,
-              paths.config_file, paths.db_file, lock_dir().parent]
+              paths.config_file, paths.db_file, lock_dir().parent, *(Path.home() / p for p in CREDENTIAL_PATHS)]
     db = _sqlite_file(cfg.database.url)
     if db is not None:
         hidden += [db, *(db.with_name(db.name + suffix) for suffix in ("-wal", "-shm", "-journal"))]

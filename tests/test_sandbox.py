@@ -257,6 +257,27 @@ def test_workspace_containing_herald_home_keeps_the_home_hidden(daemon: Daemon) 
 
 
 @needs_bwrap
+def test_the_daemon_users_credentials_are_hidden_without_configuring_anything(
+        daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> None:
+    """~/.ssh, ~/.aws and the like are hidden by default; the rest of the home stays readable (toolchains)."""
+    monkeypatch.setenv("HOME", str(daemon.user_home))
+    (daemon.user_home / ".aws").mkdir()
+    (daemon.user_home / ".aws" / "credentials").write_text(f"aws_secret_access_key = {FILE_SECRETS['extra']}\n")
+    cfg = parse_config({"database": {"url": f"sqlite+aiosqlite:///{daemon.db_file}"},
+                        "tools": {"terminal": {"sandbox": "bwrap"}}})
+    policy = sandboxing.policy(cfg, daemon.paths)
+    approve = lambda command, verdict, ctx: Decision("approved", "approved by the test")  # noqa: E731
+    ctx = ToolContext("s", str(policy.workspace), threading.Event(), cfg.tools, extras={"approve": approve},
+                      sandbox=policy)
+    home = daemon.user_home
+    res = term(ctx, f"cat {home}/notes.txt; cat {home}/.ssh/id_ed25519 {home}/.aws/credentials; ls -A {home}/.ssh")
+    assert "ordinary notes" in res["output"]
+    assert_no_secret(res["output"])
+    for path in (home / ".ssh" / "id_ed25519", home / ".aws" / "credentials"):
+        assert "error" in json.loads(registry.dispatch("read_file", {"path": str(path)}, ctx))
+
+
+@needs_bwrap
 def test_network_false_cuts_networking(daemon: Daemon) -> None:
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))

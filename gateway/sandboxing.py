@@ -83,12 +83,28 @@ def policy(cfg: Config, paths: Paths, create: bool = True) -> SandboxPolicy:
     return make_policy(cfg.tools.terminal, workspace=ws, hidden=hidden_paths(cfg, paths))
 
 
+def _local_database(url: str | None) -> str | None:
+    """The host of a PostgreSQL database on this machine, which sandboxed commands can reach by network."""
+    if not url or not url.startswith("postgresql"):
+        return None
+    from sqlalchemy.engine import make_url
+
+    host = make_url(url).host or "localhost"  # no host: a unix socket, on this machine
+    return host if host in ("localhost", "127.0.0.1", "::1") or host.startswith("/") else None
+
+
 def warnings(cfg: Config) -> list[str]:
-    """The sandbox's start-up warnings: unsandboxed by choice, or the terminal off for want of bubblewrap."""
+    """The sandbox's start-up warnings: unsandboxed by choice, the terminal off for want of bubblewrap, or
+    Herald's own database within the network reach of the agent's commands."""
     terminal = cfg.tools.terminal
     if not terminal.enabled:
         return []
     out = []
+    host = _local_database(cfg.database.url)
+    if host is not None and terminal.network and terminal.sandbox != "none":
+        out.append(f"the agent's commands share this machine's network, where Herald's PostgreSQL listens "
+                   f"({host}): make sure it needs a password (not in the agent's reach), or set "
+                   "tools.terminal.network: false")
     line = startup_problem(*resolve_mode(terminal.sandbox, terminal.network))
     if line:
         out.append(line)

@@ -572,3 +572,13 @@ def test_config_keys() -> None:
                        ({"network": "maybe"}, "tools.terminal.network")):
         with pytest.raises(ConfigError, match=where):
             parse_config({"tools": {"terminal": bad}})
+
+
+def test_a_local_postgresql_within_the_agents_network_reach_is_named_at_start() -> None:
+    local = parse_config({"database": {"url": "postgresql+asyncpg://herald@127.0.0.1:5432/herald"}})
+    assert any("PostgreSQL" in line and "network: false" in line for line in sandboxing.warnings(local))
+    cut = parse_config({"database": {"url": "postgresql+asyncpg://herald@127.0.0.1/herald"},
+                        "tools": {"terminal": {"network": False}}})
+    assert not any("PostgreSQL" in line for line in sandboxing.warnings(cut))
+    remote = parse_config({"database": {"url": "postgresql+asyncpg://herald@db.internal/herald"}})
+    assert not any("PostgreSQL" in line for line in sandboxing.warnings(remote))

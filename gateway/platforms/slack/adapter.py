@@ -136,13 +136,18 @@ class SlackAdapter(PlatformAdapter):
         async def authorize(**_kwargs: Any) -> AuthorizeResult:
             return result  # one workspace, known since auth.test: no call per request
 
+        bolt_log = logging.getLogger("herald.slack.bolt")
+        # Bolt reads SLACK_BOT_TOKEN from the environment on its own and warns that the client's (none) wins:
+        # the tokens here come from the configured variables, so that warning is noise at every start.
+        bolt_log.setLevel(logging.ERROR)
         app = AsyncApp(
-            logger=logging.getLogger("herald.slack.bolt"),
+            logger=bolt_log,
             # Bolt's own client is only a carrier for apps.connections.open (which takes the app token).
             client=web_client(None, self.cfg.api_base_url, self._session),  # type: ignore[arg-type]
             authorize=authorize, signing_secret=signing or "", process_before_response=True,
             request_verification_enabled=self.cfg.mode == "http",
         )
+        bolt_log.setLevel(logging.NOTSET)
         app.event("message")(self._on_message)
         app.event("app_mention")(self._on_message)
         app.event(re.compile(".*"))(self._on_other_event)  # acknowledged, not answered (or Slack retries)

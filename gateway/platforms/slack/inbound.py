@@ -273,7 +273,10 @@ class SlackInbound:
         if thread == ts:
             thread = None
         source = Source(platform=self.name, chat_id=channel, user_id=user, chat_type=await self.chat_type(channel),
-                        thread_id=thread, user_name=(payload.get("user") or {}).get("name"),
+                        thread_id=thread,
+                        # The display name seen on their messages (as the prompt's "Denied by" shows it), else
+                        # the username the payload carries.
+                        user_name=self._names.get(user) or (payload.get("user") or {}).get("name"),
                         scope=(payload.get("team") or {}).get("id"))
         handle = {"response_url": payload.get("response_url"), "user": user}
         return ButtonPress(source=source, button_id=str(actions[0].get("value") or ""), message_id=ts,

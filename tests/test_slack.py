@@ -242,7 +242,7 @@ async def test_an_approval_prompt_has_buttons_a_strangers_press_changes_nothing_
     await fake_slack.wait_sent(lambda sent: any(m.ephemeral_to == BOB for m in sent))
     assert prompt.edits == 0 and prompt.buttons
     await fake_slack.deliver_socket("interactive", fake_slack.block_actions(ALICE, prompt, deny))
-    await wait_until(lambda: prompt.edits == 1)
+    await wait_until(lambda: prompt.edits >= 1)
     assert prompt.text.startswith("🚫 Denied by alice") and prompt.blocks == []
     await fake_slack.wait_sent(lambda sent: any(m.text.startswith("tool said:") for m in sent))
     assert victim.exists()
@@ -252,7 +252,7 @@ async def test_herald_deny_as_a_slash_command_decides_the_prompt(start_slack, fa
     await start_slack({"tools": {"terminal": {"cwd": str(tmp_path)}}})
     victim, prompt = await _prompt(fake_slack, tmp_path)
     await fake_slack.deliver_socket("slash_commands", fake_slack.slash_command(DM, ALICE, "deny"))
-    await wait_until(lambda: prompt.edits == 1)
+    await wait_until(lambda: prompt.edits >= 1)
     assert prompt.text.startswith("🚫 Denied by") and not prompt.buttons
     assert victim.exists()
 

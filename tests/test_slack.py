@@ -202,6 +202,16 @@ async def test_a_shared_file_is_downloaded_with_the_bot_token_and_a_strangers_is
     assert not [p for p in home.rglob("*theirs.txt*")]
 
 
+async def test_a_message_sent_right_after_a_file_reaches_the_agent_after_it(start_slack, fake_slack, fake_llm):
+    await start_slack()
+    fake_slack.file_delay = 0.5
+    await say(fake_slack, DM, "the report", files=[fake_slack.add_file(b"numbers", "report.csv")])
+    await say(fake_slack, DM, "summarise it")
+    await fake_slack.wait_sent(lambda sent: any(m.text == "echo: summarise it" for m in sent))
+    asked = [message_text(last_user_message(r)) for r in fake_llm.requests]
+    assert asked[0].startswith("the report") and asked[1] == "summarise it"
+
+
 # ---------------------------------------------------------------------------------------------- commands, approvals
 
 

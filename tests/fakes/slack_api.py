@@ -103,6 +103,7 @@ class FakeSlack:
         self.channels: dict[str, dict[str, Any]] = {}
         self.users: dict[str, dict[str, Any]] = {}
         self.files: dict[str, tuple[str, bytes]] = {}
+        self.file_delay = 0.0  # seconds a file download takes
         self.calls: list[str] = []
         self.faults: list[Fault] = []
         self.floods: dict[str, float] = {}
@@ -524,6 +525,7 @@ class FakeSlack:
         if request.headers.get("Authorization") != f"Bearer {self.bot_token}":
             return web.Response(status=302, headers={"Location": "/login"})  # what Slack does without a token
         entry = self.files.get(request.match_info["file_id"])
+        await asyncio.sleep(self.file_delay)
         if entry is None:
             return web.Response(status=404)
         return web.Response(body=entry[1], content_type="application/octet-stream")

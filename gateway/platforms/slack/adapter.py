@@ -14,6 +14,7 @@ timestamp more than 5 minutes off: 401 either way.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,7 @@ log = structlog.get_logger("herald.slack")
 
 EVENTS_PATH = "/slack/events"
 CONNECT_TIMEOUT = 30.0
+ORDER_WAIT = 2.0  # at most this long does a message wait for an earlier one of its channel
 PING_INTERVAL = 10.0  # Socket Mode's ping; a connection silent for 4 of these is replaced
 
 
@@ -58,6 +60,8 @@ class SlackAdapter(PlatformAdapter):
         self._session: Any = None
         self._app: Any = None
         self._socket: Any = None
+        self._normalising: dict[str, list[str]] = {}  # channel -> ts of its messages being normalised now
+        self._accepted = asyncio.Event()  # set whenever one of them is done
         self.inbound = SlackInbound(self.name, self.cfg, self.gateway, ctx.media_dir, lambda: self._client,
                                     lambda: self._session, file_hosts(self.cfg.api_base_url))
         self.outbound = SlackOutbound(lambda: self._client, self._webhook, self.inbound.joined)
@@ -183,15 +187,44 @@ class SlackAdapter(PlatformAdapter):
     # ---- Bolt listeners --------------------------------------------------------------------------
 
     async def _on_message(self, body: dict[str, Any]) -> None:
-        msg = await self.inbound.message(body)
-        if msg is None:
-            return
-        # Raises while draining: Bolt answers 500 / sends no ack, and Slack delivers the event again.
-        if await self.accept(msg):
+        event = body.get("event") or {}
+        key = (str(event.get("channel") or ""), str(event.get("ts") or ""))
+        self._normalising.setdefault(key[0], []).append(key[1])
+        try:
+            msg = await self.inbound.message(body)
+            if msg is None:
+                return
+            await self._earlier_first(*key)
+            # Raises while draining: Bolt answers 500 / sends no ack, and Slack delivers the event again.
+            accepted = await self.accept(msg)
+        finally:
+            waiting = self._normalising.get(key[0])
+            if waiting is not None:
+                waiting.remove(key[1])
+                if not waiting:
+                    del self._normalising[key[0]]
+            self._accepted.set()
+        if accepted:
             source = msg.source
             if source.thread_id and source.chat_type != "dm":
                 self.inbound.joined(source.chat_id, source.thread_id)
             self.outbound.note_message(source.chat_id, source.thread_id, msg.platform_message_id.rpartition("/")[2])
+
+    async def _earlier_first(self, channel: str, ts: str) -> None:
+        """Wait (a little) while an earlier message of the same channel is still being normalised.
+
+        Events are handled concurrently, and normalising one can take an API call or a file download: the
+        text sent right after a file must not reach the agent before it. Slack's ts orders a channel's
+        messages. The wait is capped so that the ack stays well inside Slack's 3 s.
+        """
+        deadline = asyncio.get_running_loop().time() + ORDER_WAIT
+        while any(other < ts for other in self._normalising.get(channel, ())):
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return
+            self._accepted.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._accepted.wait(), left)
 
     async def _on_other_event(self, body: dict[str, Any]) -> None:
         return None

@@ -13,6 +13,7 @@ from typing import Any
 PLATFORMS: dict[str, tuple[str, str]] = {
     "web": ("web.adapter:WebAdapter", "web.config:WebConfig"),
     "telegram": ("telegram.adapter:TelegramAdapter", "telegram.config:TelegramConfig"),
+    "slack": ("slack.adapter:SlackAdapter", "slack.config:SlackConfig"),
 }
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.adapters.driver import PlatformDriver
+from tests.adapters.slack_driver import SlackHttpDriver, SlackSocketDriver
 from tests.adapters.telegram_driver import TelegramDriver, TelegramWebhookDriver
 from tests.adapters.web_driver import WebDriver
 from tests.fakes.llm import FakeLLM
@@ -17,6 +18,8 @@ DRIVERS: dict[str, type[PlatformDriver]] = {
     "telegram": TelegramDriver,
     "telegram-webhook": TelegramWebhookDriver,
     "web": WebDriver,
+    "slack-socket": SlackSocketDriver,
+    "slack-http": SlackHttpDriver,
 }
 
 

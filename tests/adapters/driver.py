@@ -74,6 +74,8 @@ class PlatformDriver(abc.ABC):
     limit: ClassVar[int]  # the platform's limit on one message, counted as ``length`` counts
     # The adapter connects with a credential that two processes must not share (bot token, app token).
     credential: ClassVar[bool]
+    # A code block shows its language (Telegram's pre entity, the web's fence); Slack's mrkdwn has none.
+    shows_code_language: ClassVar[bool] = True
     user: ClassVar[str]  # the known user, the only one on the allowlist
     chat: ClassVar[str]  # a direct chat with the known user
 

@@ -1,0 +1,299 @@
+"""Slack through Bolt (slack-bolt's AsyncApp) and slack_sdk: the adapter's lifecycle, Socket Mode, HTTP mode
+(``POST /slack/events`` on the daemon's http app), acknowledgements and button-press answers. Normalising
+lives in inbound.py, sending in outbound.py, converting in mrkdwn.py, the SDK's HTTP in transport.py.
+
+Bolt runs with ``process_before_response``: the HTTP response (or the Socket Mode ack) goes out when our
+listener returns, and the listener returns as soon as ``accept`` has made the message durable, which takes
+milliseconds; the gateway dispatches the turn itself. An exception there (the daemon is draining) leaves
+the event unacknowledged, so Slack delivers it again later. Retries (X-Slack-Retry-Num, Socket Mode
+redeliveries) carry the same message, whose id (``<channel>/<ts>``) the inbox already has: answered once.
+In HTTP mode Bolt checks the request signature (``v0:{ts}:{body}`` with the signing secret) and refuses a
+timestamp more than 5 minutes off: 401 either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from aiohttp import web
+
+from gateway.configbase import secret
+from gateway.platforms.base import (
+    AdapterContext,
+    Button,
+    ButtonPress,
+    Capabilities,
+    OutboundMessage,
+    PlatformAdapter,
+)
+from gateway.platforms.slack.inbound import SlackInbound
+from gateway.platforms.slack.outbound import MAX_TEXT, SlackOutbound
+from gateway.platforms.slack.transport import file_hosts, http_session, web_client
+
+if TYPE_CHECKING:
+    from gateway.platforms.slack.config import SlackConfig
+
+log = structlog.get_logger("herald.slack")
+
+EVENTS_PATH = "/slack/events"
+CONNECT_TIMEOUT = 30.0
+ORDER_WAIT = 2.0  # at most this long does a message wait for an earlier one of its channel
+PING_INTERVAL = 10.0  # Socket Mode's ping; a connection silent for 4 of these is replaced
+
+
+class SlackAdapter(PlatformAdapter):
+    name = "slack"
+    capabilities = Capabilities(max_message_length=MAX_TEXT, dialect="slack_mrkdwn", buttons=True, edits=True,
+                                threads=True, typing=True)
+    prompt_hint = ("You are talking on Slack. Your Markdown is shown as Slack formatting (bold, italics, "
+                   "strikethrough, links, code, lists, quotes); tables show as code blocks.")
+
+    def __init__(self, ctx: AdapterContext) -> None:
+        super().__init__(ctx)
+        self.cfg: SlackConfig = ctx.config
+        self._client: Any = None
+        self._session: Any = None
+        self._app: Any = None
+        self._socket: Any = None
+        self._normalising: dict[str, list[str]] = {}  # channel -> ts of its messages being normalised now
+        self._accepted = asyncio.Event()  # set whenever one of them is done
+        self.inbound = SlackInbound(self.name, self.cfg, self.gateway, ctx.media_dir, lambda: self._client,
+                                    lambda: self._session, file_hosts(self.cfg.api_base_url))
+        self.outbound = SlackOutbound(lambda: self._client, self._webhook, self.inbound.joined)
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+
+    def _tokens(self) -> tuple[str, str | None, str | None]:
+        token = secret(self.cfg.bot_token_env)
+        if not token:
+            raise RuntimeError(f"platforms.slack is enabled but the bot token is not set: put it in the "
+                               f"environment variable {self.cfg.bot_token_env} (or $HERALD_HOME/.env)")
+        app_token = signing = None
+        if self.cfg.mode == "socket":
+            app_token = secret(self.cfg.app_token_env)
+            if not app_token:
+                raise RuntimeError(f"platforms.slack.mode is socket but the app-level token is not set: put it in "
+                                   f"{self.cfg.app_token_env} (Basic Information > App-Level Tokens, with "
+                                   f"connections:write), or use mode: http")
+        else:
+            signing = secret(self.cfg.signing_secret_env)
+            if not signing:
+                raise RuntimeError(f"platforms.slack.mode is http but the signing secret is not set: put it in "
+                                   f"{self.cfg.signing_secret_env} (Basic Information > Signing Secret)")
+        return token, app_token, signing
+
+    def credentials(self) -> list[tuple[str, str]]:
+        out = []
+        token = secret(self.cfg.bot_token_env)
+        if token:
+            out.append(("slack", token))
+        app_token = secret(self.cfg.app_token_env) if self.cfg.mode == "socket" else None
+        if app_token:
+            out.append(("slack-app", app_token))
+        return out
+
+    async def start(self) -> None:
+        token, app_token, signing = self._tokens()
+        self._session = http_session()
+        client = web_client(token, self.cfg.api_base_url, self._session)
+        try:
+            auth = await client.auth_test()
+            self.inbound.bot_user, self.inbound.bot_id = str(auth["user_id"]), str(auth.get("bot_id") or "")
+            self.inbound.token = token
+            self.inbound.command_names = frozenset(name for name, _ in self.gateway.command_menu(self.name))
+            self._app = self._bolt(auth, token, signing)
+            self._client = client
+            if app_token is not None:
+                await self._connect_socket(app_token)
+        except BaseException:
+            await self.stop()
+            raise
+        self.state, self.last_error = "connected", None
+        log.info("slack_connected", mode=self.cfg.mode, bot=self.inbound.bot_user, team=auth.get("team_id"))
+
+    async def stop(self) -> None:
+        self.outbound.stop()
+        socket, self._socket = self._socket, None
+        if socket is not None:
+            try:
+                await socket.close_async()
+            except Exception as exc:
+                log.debug("slack_socket_close_failed", error=str(exc))
+        self._client = self._app = None
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    def _bolt(self, auth: Any, token: str, signing: str | None) -> Any:
+        from slack_bolt.async_app import AsyncApp
+        from slack_bolt.authorization import AuthorizeResult
+
+        result = AuthorizeResult(enterprise_id=auth.get("enterprise_id"), team_id=auth.get("team_id"),
+                                 team=auth.get("team"), url=auth.get("url"), bot_user_id=auth["user_id"],
+                                 bot_id=auth.get("bot_id"), bot_token=token)
+
+        async def authorize(**_kwargs: Any) -> AuthorizeResult:
+            return result  # one workspace, known since auth.test: no call per request
+
+        bolt_log = logging.getLogger("herald.slack.bolt")
+        # Bolt reads SLACK_BOT_TOKEN from the environment on its own and warns that the client's (none) wins:
+        # the tokens here come from the configured variables, so that warning is noise at every start.
+        bolt_log.setLevel(logging.ERROR)
+        app = AsyncApp(
+            logger=bolt_log,
+            # Bolt's own client is only a carrier for apps.connections.open (which takes the app token).
+            client=web_client(None, self.cfg.api_base_url, self._session),  # type: ignore[arg-type]
+            authorize=authorize, signing_secret=signing or "", process_before_response=True,
+            request_verification_enabled=self.cfg.mode == "http",
+        )
+        bolt_log.setLevel(logging.NOTSET)
+        app.event("message")(self._on_message)
+        app.event("app_mention")(self._on_message)
+        app.event(re.compile(".*"))(self._on_other_event)  # acknowledged, not answered (or Slack retries)
+        app.action(re.compile(".*"))(self._on_action)
+        app.command(re.compile(".*"))(self._on_command)
+        app.error(self._on_error)
+        return app
+
+    async def _connect_socket(self, app_token: str) -> None:
+        from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
+
+        assert self._client is not None
+        # Asked here rather than inside the SDK, whose connect() retries a refused token forever.
+        url = (await self._client.apps_connections_open(app_token=app_token))["url"]
+        handler = AsyncSocketModeHandler(self._app, app_token, logger=logging.getLogger("herald.slack.socket"),
+                                         ping_interval=PING_INTERVAL)
+        handler.client.wss_uri = url
+        handler.client.on_close_listeners.append(self._socket_closed)
+        handler.client.message_listeners.append(self._socket_message)
+        self._socket = handler
+        await asyncio.wait_for(handler.connect_async(), CONNECT_TIMEOUT)
+
+    async def _socket_closed(self, _message: Any) -> None:
+        if self._socket is not None:
+            self.state, self.last_error = "retrying", "Socket Mode connection closed; reconnecting"
+            log.info("slack_socket_closed")
+
+    async def _socket_message(self, _client: Any, message: dict[str, Any], _raw: str | None) -> None:
+        if message.get("type") == "hello" and self.state != "connected":
+            self.state, self.last_error = "connected", None
+            log.info("slack_socket_resumed")
+
+    # ---- Bolt listeners --------------------------------------------------------------------------
+
+    async def _on_message(self, body: dict[str, Any]) -> None:
+        event = body.get("event") or {}
+        key = (str(event.get("channel") or ""), str(event.get("ts") or ""))
+        self._normalising.setdefault(key[0], []).append(key[1])
+        try:
+            msg = await self.inbound.message(body)
+            if msg is None:
+                return
+            await self._earlier_first(*key)
+            # Raises while draining: Bolt answers 500 / sends no ack, and Slack delivers the event again.
+            accepted = await self.accept(msg)
+        finally:
+            waiting = self._normalising.get(key[0])
+            if waiting is not None:
+                waiting.remove(key[1])
+                if not waiting:
+                    del self._normalising[key[0]]
+            self._accepted.set()
+        if accepted:
+            source = msg.source
+            if source.thread_id and source.chat_type != "dm":
+                self.inbound.joined(source.chat_id, source.thread_id)
+            self.outbound.note_message(source.chat_id, source.thread_id, msg.platform_message_id.rpartition("/")[2])
+
+    async def _earlier_first(self, channel: str, ts: str) -> None:
+        """Wait (a little) while an earlier message of the same channel is still being normalised.
+
+        Events are handled concurrently, and normalising one can take an API call or a file download: the
+        text sent right after a file must not reach the agent before it. Slack's ts orders a channel's
+        messages. The wait is capped so that the ack stays well inside Slack's 3 s.
+        """
+        deadline = asyncio.get_running_loop().time() + ORDER_WAIT
+        while any(other < ts for other in self._normalising.get(channel, ())):
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return
+            self._accepted.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._accepted.wait(), left)
+
+    async def _on_other_event(self, body: dict[str, Any]) -> None:
+        return None
+
+    async def _on_command(self, ack: Any, body: dict[str, Any]) -> None:
+        await self.accept(await self.inbound.command(body))
+        await ack()  # empty: the answer follows through response_url
+
+    async def _on_action(self, ack: Any, body: dict[str, Any]) -> None:
+        await ack()
+        press = await self.inbound.press(body) if body.get("type") == "block_actions" else None
+        if press is not None and press.button_id:
+            self.press(press)
+
+    async def _on_error(self, error: BaseException, body: dict[str, Any]) -> None:
+        log.warning("slack_listener_failed", error=f"{type(error).__name__}: {error}",
+                    kind=body.get("type") or ("command" if "command" in body else None))
+
+    # ---- HTTP mode -------------------------------------------------------------------------------
+
+    def http_routes(self) -> list[Any]:
+        if self.cfg.mode != "http":
+            return []
+        return [web.post(EVENTS_PATH, self._events)]
+
+    async def _events(self, request: web.Request) -> web.Response:
+        from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+
+        if self._app is None:
+            return web.json_response({"error": "not connected yet"}, status=503)
+        return await to_aiohttp_response(await self._app.async_dispatch(await to_bolt_request(request)))
+
+    # ---- outbound --------------------------------------------------------------------------------
+
+    def _webhook(self, url: str) -> Any:
+        from slack_sdk.webhook.async_client import AsyncWebhookClient
+
+        return AsyncWebhookClient(url, session=self._session, timeout=10)
+
+    def render(self, markdown: str) -> str:
+        return self.outbound.render(markdown)
+
+    def measure(self, text: str) -> int:
+        return self.outbound.measure(text)
+
+    async def send(self, chat_id: str, text: str, message: OutboundMessage, *,
+                   idempotency_key: str | None = None) -> list[str]:
+        return await self.outbound.send(chat_id, text, message)
+
+    async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None = None,
+                   *, thread_id: str | None = None) -> None:
+        await self.outbound.edit(chat_id, message_id, text, buttons)
+
+    async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
+        self.outbound.typing(chat_id, thread_id)
+
+    async def answer_press(self, press: ButtonPress, notice: str | None) -> bool:
+        """The notice only the presser sees: chat.postEphemeral, else the press's response_url."""
+        if not notice:
+            return True  # the press was acknowledged on arrival; nothing to say
+        source = press.source
+        text = self.render(notice)
+        if await self.outbound.post_ephemeral(source.chat_id, source.user_id, text, source.thread_id):
+            return True
+        url = (press.reply_handle or {}).get("response_url")
+        if url:
+            try:
+                resp = await self._webhook(url).send(text=text, response_type="ephemeral", replace_original=False)
+                return bool(resp.status_code == 200)
+            except Exception as exc:
+                log.info("slack_response_url_failed", error=f"{type(exc).__name__}: {exc}")
+        return False

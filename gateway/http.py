@@ -61,6 +61,9 @@ class HttpServer:
         app = web.Application(middlewares=[self._auth_middleware, errors_middleware], client_max_size=2 * 1024**2)
         app.add_routes([
             web.get("/", self._index),
+            # Browsers ask for /favicon.ico on every load whatever the page links; both get the same icon.
+            web.get("/favicon.svg", self._favicon),
+            web.get("/favicon.ico", self._favicon),
             web.get("/healthz", self._healthz),
             web.get("/readyz", self._readyz),
             web.get("/metrics", self._metrics),
@@ -97,6 +100,10 @@ class HttpServer:
             return web.Response(status=404, text="The web chat is disabled (platforms.web.enabled).")
         page = resources.files("gateway").joinpath("static/index.html").read_text()
         return web.Response(text=page, content_type="text/html", headers={"Cache-Control": "no-store"})
+
+    async def _favicon(self, request: web.Request) -> web.Response:
+        icon = resources.files("gateway").joinpath("static/favicon.svg").read_bytes()
+        return web.Response(body=icon, content_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
 
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})

@@ -14,7 +14,7 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -46,10 +46,11 @@ def _with_store(fn: Callable[[Any, Any], Awaitable[Any]]) -> Any:
     return asyncio.run(main())
 
 
-def _fail(message: str, code: int = 1) -> None:
+def _fail(message: str, code: int = 1) -> NoReturn:
     """Exit 2 for input that is wrong (like a usage error), 1 for a request that can't be done."""
-    typer.echo(f"herald cron: {message}", err=True)
-    raise typer.Exit(code)
+    from gateway.cli.common import fail
+
+    fail(f"cron: {message}", code)
 
 
 async def _job_or_fail(store: Any, job_id: str) -> dict[str, Any]:

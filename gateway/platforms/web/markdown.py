@@ -1,0 +1,41 @@
+"""The web chat's replies as HTML: markdown-it-py (CommonMark plus tables and strikethrough), made safe.
+
+What the model writes is untrusted text. Raw HTML in it is escaped, never passed through (``html: False``);
+link targets go through markdown-it's own check (no ``javascript:``, ``vbscript:``, ``file:`` or ``data:``);
+links open in a new tab with ``rel="noopener noreferrer"``, so the page they lead to cannot reach this one or
+learn its address (the token lives in its fragment only until the page reads it, but still). Images are not
+rendered: an ``<img>`` would make the browser fetch whatever address the model chose.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+_md: Any = None
+
+
+def _renderer() -> Any:
+    global _md
+    if _md is None:
+        # Imported on first use: a daemon without the web chat (or one that never answers in it) pays nothing.
+        from markdown_it import MarkdownIt
+
+        md = MarkdownIt("commonmark", {"html": False, "breaks": True, "typographer": False})
+        md.enable(["table", "strikethrough"]).disable("image")
+
+        def link_open(tokens: list[Any], idx: int, options: Any, env: Any) -> str:
+            tokens[idx].attrSet("target", "_blank")
+            tokens[idx].attrSet("rel", "noopener noreferrer")
+            return md.renderer.renderToken(tokens, idx, options, env)
+
+        md.add_render_rule("link_open", link_open)
+        _md = md
+    return _md
+
+
+@lru_cache(maxsize=1024)
+def to_html(text: str) -> str:
+    """``text`` (markdown) as an HTML fragment safe to put in the page. Cached: a chat's history is served
+    again on every reload."""
+    return _renderer().render(text)

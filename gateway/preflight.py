@@ -117,9 +117,13 @@ def home_problems(paths: Paths, create: bool) -> list[Problem]:
             return [Problem(key, f"cannot create {home}: {parent} is a file, not a folder; point HERALD_HOME at "
                                  "a folder")]
         if not create:
-            if not os.access(parent, os.W_OK | os.X_OK):
-                return [Problem(key, f"cannot create {home}: {parent} is not writable by {user}; create the "
-                                     f"folder and give {user} write access, or point HERALD_HOME elsewhere")]
+            # Not created by a check; a folder made and removed beside it says whether it could be.
+            try:
+                os.rmdir(tempfile.mkdtemp(dir=parent, prefix=".herald-check-"))
+            except OSError as exc:
+                return [Problem(key, f"cannot create {home}: {parent} is not writable by {user} "
+                                     f"({exc.strerror or exc}); create the folder and give {user} write access, "
+                                     "or point HERALD_HOME elsewhere")]
             return []
         try:
             home.mkdir(mode=0o700, parents=True, exist_ok=True)

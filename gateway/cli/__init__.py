@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from gateway.cli import approvals, cron, daemon, pairing, profile, web
-from gateway.cli.common import EXIT_CODES_HELP, EXIT_FAILED, fail, fail_config, state
+from gateway.cli.common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_USAGE, fail, fail_config, state
 from gateway.config import ConfigError
 from gateway.platforms import PLATFORMS
 
@@ -67,14 +67,16 @@ def main() -> None:
 
         if not preflight.is_database_error(exc) and not isinstance(exc, OSError):
             raise
-        line = _describe(exc)
+        line, code = _describe(exc)
         try:
-            fail(line, EXIT_FAILED)
+            fail(line, code)
         except typer.Exit as done:
             raise SystemExit(done.exit_code) from None
 
 
-def _describe(exc: BaseException) -> str:
+def _describe(exc: BaseException) -> tuple[str, int]:
+    import socket
+
     from gateway import preflight
     from gateway.config import load_config, resolve_paths
 
@@ -82,10 +84,12 @@ def _describe(exc: BaseException) -> str:
         paths = resolve_paths(state.profile, state.config)
         cfg = load_config(paths)
     except Exception:
-        return f"{type(exc).__name__}: {exc}"
-    if preflight.is_database_error(exc):
-        return str(preflight.database_problem(cfg, paths, exc))
-    return str(exc)
+        return f"{type(exc).__name__}: {exc}", EXIT_FAILED
+    # asyncpg raises a refused or unanswered connection as a plain OSError, not wrapped by SQLAlchemy.
+    if preflight.is_database_error(exc) or isinstance(exc, ConnectionError | TimeoutError | socket.gaierror):
+        problem = preflight.database_problem(cfg, paths, exc)
+        return str(problem), EXIT_FAILED if problem.runtime else EXIT_USAGE
+    return str(exc), EXIT_FAILED
 
 
 __all__ = ["app", "main", "state"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from importlib import resources
@@ -48,6 +47,9 @@ class HttpHost(Protocol):
     def readiness(self) -> tuple[bool, dict[str, Any]]: ...
 
     def loop_lag_quantiles(self) -> tuple[float, float, float]: ...
+
+    @property
+    def metrics(self) -> Any: ...  # gateway.metrics.Metrics
 
 
 class HttpServer:
@@ -121,18 +123,6 @@ class HttpServer:
                                   "uptime_seconds": round(time.time() - self.runner.started_at, 1)})
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        lines = []
-        for name, value in self.runner.counters.items():
-            lines.append(f"# TYPE herald_{name}_total counter")
-            lines.append(f"herald_{name}_total {value}")
-        running = self.runner.lanes.running()
-        queued = self.runner.lanes.waiting()
-        lines += ["# TYPE herald_turns_running gauge", f"herald_turns_running {running}",
-                  "# TYPE herald_messages_queued gauge", f"herald_messages_queued {queued}"]
-        p50, p99, worst = self.runner.loop_lag_quantiles()
-        lines += ["# TYPE herald_loop_lag_seconds summary", f"herald_loop_lag_p50_seconds {p50:.6f}",
-                  f"herald_loop_lag_p99_seconds {p99:.6f}", f"herald_loop_lag_max_seconds {worst:.6f}"]
-        for name, adapter in self.runner.adapters.items():
-            up = 1 if adapter.state == "connected" else 0
-            lines.append(f'herald_adapter_connected{{platform={json.dumps(name)}}} {up}')
-        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+        from gateway.metrics import CONTENT_TYPE
+
+        return web.Response(body=self.runner.metrics.render(), headers={"Content-Type": CONTENT_TYPE})

@@ -10,11 +10,13 @@ approvals, cron runs, loop lag) is one histogram or counter update, with label c
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from agent_core.errors import ErrorKind
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -25,6 +27,8 @@ LLM_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120)
 LAG_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1)
 
 ADAPTER_STATES = ("stopped", "starting", "connected", "retrying", "failed", "disabled")
+APPROVAL_OUTCOMES = ("approved", "denied", "expired")
+CRON_STATUSES = ("ok", "failed", "timed_out", "missed", "skipped")
 
 
 class Source(Protocol):
@@ -60,13 +64,20 @@ class Metrics:
             "herald_deliveries", "Messages delivered to a platform, by outcome (sent, failed).",
             ["platform", "outcome"], registry=r)
         self.approvals = Counter(
-            "herald_approvals", "Dangerous-command approval requests settled, by outcome and how.",
-            ["outcome", "via"], registry=r)
+            "herald_approvals", "Dangerous-command approval requests settled, by outcome (approved, denied, "
+            "expired).", ["outcome"], registry=r)
         self.cron_runs = Counter(
             "herald_cron_runs", "Cron job runs finished, by status (ok, failed, timed_out, missed, skipped).",
             ["status"], registry=r)
         self._llm_ok = self.llm_seconds.labels("ok")
         self._llm_error = self.llm_seconds.labels("error")
+        # Every known label value starts at 0, so a rate() works from the first scrape and no family is empty.
+        for kind in get_args(ErrorKind):
+            self.llm_errors.labels(kind)
+        for outcome in APPROVAL_OUTCOMES:
+            self.approvals.labels(outcome)
+        for status in CRON_STATUSES:
+            self.cron_runs.labels(status)
         if source is not None:
             r.register(_Snapshot(source))
 
@@ -85,11 +96,15 @@ class Metrics:
             self._llm_error.observe(seconds)
             self.llm_errors.labels(error_kind).inc()
 
+    def add_platform(self, platform: str) -> None:
+        for outcome in ("sent", "failed"):
+            self.deliveries.labels(platform, outcome)
+
     def delivered(self, platform: str, ok: bool) -> None:
         self.deliveries.labels(platform, "sent" if ok else "failed").inc()
 
-    def approval(self, outcome: str, via: str) -> None:
-        self.approvals.labels(outcome, via).inc()
+    def approval(self, outcome: str) -> None:
+        self.approvals.labels(outcome).inc()
 
     def cron_run(self, status: str) -> None:
         self.cron_runs.labels(status).inc()

@@ -187,6 +187,8 @@ class GatewayRunner:
         for factory in self._extra_adapters:
             adapter = factory(context(None))
             self.adapters[adapter.name] = adapter
+        for name in self.adapters:
+            self.metrics.add_platform(name)
 
     def _prompt_hint(self, platform: str) -> str | None:
         adapter = self.adapters.get(platform)

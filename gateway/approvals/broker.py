@@ -92,7 +92,7 @@ class ApprovalBroker:
             return
         await self.store.deny_stale([r["id"] for r in stale])
         for row in stale:
-            self.metrics.approval("denied", "restart")
+            self.metrics.approval("denied")
             log.info("approval_decided", approval_id=row["id"], outcome="denied", via="restart",
                      session_key=row["session_key"], command=row["command"])
         self.life.spawn(self._tell_restarted(stale), name="approvals:restarted")
@@ -239,7 +239,7 @@ class ApprovalBroker:
             self._settled.popitem(last=False)
         outcome = status if status in ("approved", "denied", "expired", "forbidden") else "denied"
         req.future.set_result(Decision(outcome, message))  # type: ignore[arg-type]
-        self.metrics.approval(status, via)
+        self.metrics.approval(status)
         return True
 
     async def _decide(self, req: Request, status: str, scope: str | None, by: Source | None, via: str,

@@ -9,6 +9,7 @@ rendered: an ``<img>`` would make the browser fetch whatever address the model c
 
 from __future__ import annotations
 
+import html
 from functools import lru_cache
 from typing import Any
 
@@ -24,10 +25,10 @@ def _renderer() -> Any:
         md = MarkdownIt("commonmark", {"html": False, "breaks": True, "typographer": False})
         md.enable(["table", "strikethrough"]).disable("image")
 
-        def link_open(tokens: list[Any], idx: int, options: Any, env: Any) -> str:
+        def link_open(renderer: Any, tokens: list[Any], idx: int, options: Any, env: Any) -> str:
             tokens[idx].attrSet("target", "_blank")
             tokens[idx].attrSet("rel", "noopener noreferrer")
-            return md.renderer.renderToken(tokens, idx, options, env)
+            return renderer.renderToken(tokens, idx, options, env)
 
         md.add_render_rule("link_open", link_open)
         _md = md
@@ -37,5 +38,8 @@ def _renderer() -> Any:
 @lru_cache(maxsize=1024)
 def to_html(text: str) -> str:
     """``text`` (markdown) as an HTML fragment safe to put in the page. Cached: a chat's history is served
-    again on every reload."""
-    return _renderer().render(text)
+    again on every reload. Should the renderer ever fail, the text is shown escaped rather than lost."""
+    try:
+        return _renderer().render(text)
+    except Exception:
+        return f"<pre>{html.escape(text)}</pre>"

@@ -127,8 +127,8 @@ async def _serve(cfg: Config, paths: Paths) -> int:
 
 @app.command("check-config")
 def check_config(config: Annotated[str | None, typer.Option("--config", "-c")] = None) -> None:
-    """Run start-up's checks without starting: the config file, the home, the database, each enabled
-    platform's secrets, the model section. Every problem is listed (with its key path); exit 2 if any."""
+    """Run start-up's checks without starting (config, home, database, platform secrets, model): every
+    problem with its key path; exit 2 (1 if only the database did not answer)."""
     cfg, paths = load(config)
     from gateway import sandboxing
 

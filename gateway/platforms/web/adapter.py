@@ -36,6 +36,7 @@ from gateway.platforms.base import (
     parse_text_command,
 )
 from gateway.platforms.web.markdown import to_html
+from gateway.platforms.web.markdown import warm as warm_markdown
 
 log = structlog.get_logger("herald.web")
 
@@ -101,6 +102,7 @@ class WebAdapter(PlatformAdapter):
         self.log = ctx.chat_log
         add_secret(self.token)  # masked in every log line and stored error from here on
         self._subscribers: dict[str, set[asyncio.Queue[str]]] = {}
+        warm_markdown()
 
     # ---- lifecycle -------------------------------------------------------------------------------
 

@@ -35,6 +35,12 @@ def _renderer() -> Any:
     return _md
 
 
+def warm() -> None:
+    """Import and build the renderer now (at start-up), not on the first reply: the import takes tens of
+    milliseconds, which on the event loop would show as lag."""
+    _renderer()
+
+
 @lru_cache(maxsize=1024)
 def to_html(text: str) -> str:
     """``text`` (markdown) as an HTML fragment safe to put in the page. Cached: a chat's history is served

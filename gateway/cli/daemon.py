@@ -24,9 +24,9 @@ def workspace_problem(cfg: Config, paths: Paths) -> None:
     sandboxing.workspace(cfg, paths)
 
 
-def preflight(cfg: Config, paths: Paths, create_home: bool) -> list[str]:
+def preflight(cfg: Config, paths: Paths, create_home: bool) -> None:
     """Every problem that stops a start, each one line; exits (2, or 1 if only the world failed) when there
-    are any, after printing them all. Returns nothing to say otherwise."""
+    are any, after printing them all."""
     from gateway import preflight as checks
 
     problems = asyncio.run(checks.check(cfg, paths, create_home=create_home))
@@ -39,7 +39,6 @@ def preflight(cfg: Config, paths: Paths, create_home: bool) -> list[str]:
         typer.echo(f"herald: {kind}: {problem}", err=True)
     if problems:
         raise typer.Exit(EXIT_USAGE if any(not p.runtime for p in problems) else EXIT_FAILED)
-    return []
 
 
 @app.command()

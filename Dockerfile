@@ -20,12 +20,13 @@ RUN apt-get update \
 
 # Only what the wheel is built from, so edits to tests or docs do not invalidate this layer.
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md requirements-run.lock ./
 COPY gateway ./gateway
 COPY agent_core ./agent_core
 COPY tools ./tools
 COPY cron ./cron
-RUN pip install . && rm -rf /src
+# The daemon's dependencies at the locked versions and hashes (no test tools), then Herald itself.
+RUN pip install -r requirements-run.lock && pip install --no-deps . && rm -rf /src
 
 # Inside a container the server must listen on all interfaces (http.host defaults to 127.0.0.1,
 # which is unreachable through a published port). This file is copied into a new named volume on

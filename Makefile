@@ -1,12 +1,15 @@
 # The two set-up commands (see README): `make run` starts the daemon, `make test` runs the whole suite.
 # Each creates the virtualenv and installs what it needs on a fresh machine, at the exact versions (and
-# hashes) in requirements.lock. After changing dependencies in pyproject.toml, run `make lock` and commit
-# both files: tests/test_lock.py fails while they disagree.
+# hashes) locked: `make run` only what the daemon needs (requirements-run.lock), `make test` that plus the
+# test tools (requirements.lock). After changing dependencies in pyproject.toml, run `make lock` and commit
+# all three files: tests/test_lock.py fails while they disagree.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
 LOCK := requirements.lock
+RUN_LOCK := requirements-run.lock
 UV_VERSION := 0.13.9
 
 .PHONY: run test lint bench lock clean
@@ -16,9 +19,18 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r $(LOCK)
 	$(BIN)/python -m pip install --quiet --no-deps -e .
-	touch $(STAMP)
+	touch $(STAMP) $(RUN_STAMP)
 
-run: $(STAMP)
+# The daemon's own dependencies only (no pytest, ruff, playwright); `make test` later adds the rest.
+$(RUN_STAMP): pyproject.toml $(RUN_LOCK)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r $(RUN_LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	touch $(RUN_STAMP)
+
+run: $(RUN_STAMP)
+	@echo "herald is installed in $(BIN)/ (e.g. $(BIN)/herald web-url, $(BIN)/herald --help)"
 	$(BIN)/herald run
 
 test: $(STAMP)
@@ -32,7 +44,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/web_load.py
 
 # Resolves every dependency (runtime and dev) for every platform, with hashes, keeping the versions
-# already locked where pyproject.toml still allows them. Newest of everything: `make lock UPGRADE=--upgrade`;
+# already locked where pyproject.toml still allows them; then the runtime-only lock, constrained to the
+# versions of the full one (tests/test_lock.py checks that they agree). Newest of everything: `make lock UPGRADE=--upgrade`;
 # of one package: `make lock UPGRADE="--upgrade-package aiohttp"`.
 UPGRADE ?=
 lock:
@@ -40,6 +53,8 @@ lock:
 	$(BIN)/python -m pip install --quiet "uv==$(UV_VERSION)"
 	$(BIN)/uv pip compile pyproject.toml --extra dev --universal --python-version 3.11 --generate-hashes \
 		--custom-compile-command "make lock" --quiet $(UPGRADE) -o $(LOCK)
+	$(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes \
+		--constraint $(LOCK) --custom-compile-command "make lock" --quiet -o $(RUN_LOCK)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

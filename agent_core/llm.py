@@ -79,6 +79,7 @@ class LLMClient:
         backoff_base: float = 1.0,
         backoff_cap: float = 30.0,
         max_retry_after: float = 60.0,
+        observe: Callable[[float, str | None], None] | None = None,
     ) -> None:
         if not endpoints:
             raise ValueError("LLMClient needs at least one endpoint")
@@ -92,6 +93,8 @@ class LLMClient:
         self.max_retry_after = max_retry_after
         self._sleep = sleep
         self._rng = rng
+        # Told each request's duration and its error kind (None when it succeeded): the daemon's metrics.
+        self._observe = observe
         # The SDK's own retries are off: retry and fallback policy live here, with an interruptible wait.
         self._clients = [
             openai.OpenAI(base_url=ep.base_url, api_key=ep.api_key or "not-needed", timeout=timeout, max_retries=0)
@@ -133,12 +136,18 @@ class LLMClient:
             while True:
                 if interrupt is not None and interrupt.is_set():
                     raise LLMError("interrupted", "interrupted before the model call")
+                started = time.perf_counter()
                 try:
-                    return self._call(client, ep, messages, tools, interrupt)
+                    result = self._call(client, ep, messages, tools, interrupt)
+                    if self._observe is not None:
+                        self._observe(time.perf_counter() - started, None)
+                    return result
                 except LLMError as exc:
                     err = exc
                 except (openai.OpenAIError, *TRANSPORT_ERRORS) as exc:
                     err = classify(exc)
+                if self._observe is not None:
+                    self._observe(time.perf_counter() - started, err.kind)
                 err.endpoint = ep.base_url
                 if err.kind == "interrupted" or err.kind in _REQUEST_FAULT:
                     raise err

@@ -10,6 +10,7 @@ from typing import Any
 
 from gateway.config import Config
 from gateway.delivery import Delivery
+from gateway.metrics import NULL_METRICS, Metrics
 from gateway.platforms.base import Source
 from gateway.ports import Adapters, DetachedTurns, Lifecycle
 from gateway.store import Store
@@ -28,3 +29,4 @@ class CronHost:
     is_admin: Callable[[Source], bool]  # may act on every chat's jobs
     # The policy the agent's commands run under (set at start-up): jobs' scripts run under it too.
     sandbox: Callable[[], SandboxPolicy | None]
+    metrics: Metrics = NULL_METRICS  # cron_run(status) for each finished run

@@ -20,6 +20,7 @@ job is paused.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections.abc import Callable
@@ -52,6 +53,12 @@ CRON_PROMPT = (
     "and reply with the result. Your reply is delivered to: {deliver}. If there is nothing worth sending this "
     "time, reply with exactly [SILENT].]\n\n{prompt}"
 )
+
+
+def _fresh_task(coro: Any) -> asyncio.Task[Any]:
+    """A task in an empty context: whatever the caller had bound for its log lines (a chat turn's
+    session_key and turn_id, when the cronjob tool or /cron woke the scheduler) is not the run's."""
+    return asyncio.get_running_loop().create_task(coro, context=contextvars.Context())
 
 
 class CronScheduler:
@@ -106,7 +113,7 @@ class CronScheduler:
         self._spawn(self.tick())
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(coro)
+        task = _fresh_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -177,6 +184,7 @@ class CronScheduler:
             if run_id is None:
                 return
             log.warning("cron_run_missed", job_id=job["id"], due_at=due, late_seconds=round(now - due, 1))
+            self.host.metrics.cron_run("missed")
             if schedule.kind == "once":
                 text = (f"It was due at {sch.format_time(due, job['tz'])}, but Herald was not running then; "
                         "it was not run late.")
@@ -194,6 +202,7 @@ class CronScheduler:
                 await self.store.update_run(run_id, delivery_status="none",
                                             error="skipped: the previous run was still going")
                 log.info("cron_run_skipped", job_id=job["id"], reason="previous run still going")
+                self.host.metrics.cron_run("skipped")
             return
         if job["repeat"] is not None and job["runs_done"] + 1 >= job["repeat"]:
             nxt = None
@@ -204,7 +213,7 @@ class CronScheduler:
     # ---- one run -----------------------------------------------------------------------------------
 
     def _start(self, claim: Claim) -> None:
-        task = asyncio.ensure_future(self._run(claim))
+        task = _fresh_task(self._run(claim))
         self.running[claim.job["id"]] = task
 
         def done(_t: asyncio.Task[None], job_id: str = claim.job["id"]) -> None:
@@ -230,6 +239,7 @@ class CronScheduler:
                     status, error, output = "failed", str(exc), exc.output
                 except asyncio.CancelledError:
                     status, error = "failed", "interrupted: Herald stopped during the run"
+                    self.host.metrics.cron_run(status)
                     await asyncio.shield(self.store.update_run(
                         run_id, job["id"], status, status=status, error=error, finished_at=self.now(),
                         delivery_status="none"))
@@ -251,6 +261,7 @@ class CronScheduler:
                                         finished_at=self.now(), **({"delivery_status": "silent"} if silent
                                                                    else self._delivery_claim(job, text, status)))
             log.info("cron_run_finished", status=status, silent=silent, error=error)
+            self.host.metrics.cron_run(status)
             if not silent:
                 self._spawn(self._deliver(job, run_id, text, status))
         finally:

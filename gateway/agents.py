@@ -20,8 +20,10 @@ _SECRET_NAME = re.compile(r"(TOKEN|API_KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$
 
 
 class AgentFactory:
-    def __init__(self, cfg: Config, paths: Paths, prompt_hint: Callable[[str], str | None]) -> None:
+    def __init__(self, cfg: Config, paths: Paths, prompt_hint: Callable[[str], str | None],
+                 observe_llm: Callable[[float, str | None], None] | None = None) -> None:
         self.cfg = cfg
+        self._observe_llm = observe_llm  # each model request's duration and error kind (gateway/metrics.py)
         self.paths = paths
         self._prompt_hint = prompt_hint  # platform name -> its adapter's one-line hint
         self._prompt_cache: dict[str, str] = {}
@@ -61,7 +63,7 @@ class AgentFactory:
         m = self.cfg.model
         return LLMClient([Endpoint(base_url=url, model=name, api_key=secret(env)) for url, name, env in endpoints],
                          timeout=m.timeout_seconds, max_retries=m.max_retries, temperature=m.temperature,
-                         max_tokens=m.max_tokens)
+                         max_tokens=m.max_tokens, observe=self._observe_llm)
 
     def for_model(self, model: str | None) -> Any:
         """The agent, or one that calls ``model`` on the primary endpoint (a cron job's model override)."""

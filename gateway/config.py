@@ -20,7 +20,15 @@ from gateway.configbase import StrictModel
 
 
 class ConfigError(Exception):
-    """A config problem; ``str()`` is one line naming the key path."""
+    """Config problems, each one line naming its key path (``problems``); ``str()`` is the first, with a
+    count of the rest, for places that have room for one line only."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        self.problems = problems or [message]
+        more = len(self.problems) - 1
+        if more and message == self.problems[0]:
+            message += f" (+{more} more problem{'s' if more > 1 else ''})"
+        super().__init__(message)
 
 
 _Model = StrictModel
@@ -95,6 +103,9 @@ class HttpConfig(_Model):
 
 class LoggingConfig(_Model):
     level: Literal["debug", "info", "warning", "error"] = "info"
+    # stderr: "console" (one readable line per event, coloured on a terminal) or "json" (one JSON object
+    # per line, for log collectors). The file in $HERALD_HOME/logs is always JSON lines.
+    format: Literal["console", "json"] = "console"
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -274,8 +285,21 @@ class Paths:
 
 
 
+def herald_base() -> Path:
+    """$HERALD_HOME (default ~/.herald): the default profile's home, and the folder of every other one."""
+    return Path(os.environ.get("HERALD_HOME") or Path.home() / ".herald").expanduser()
+
+
+def profile_names() -> list[str]:
+    """The named profiles that exist ($HERALD_HOME/profiles/*), sorted."""
+    root = herald_base() / "profiles"
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.is_dir())
+
+
 def resolve_paths(profile: str | None = None, config: str | Path | None = None) -> Paths:
-    base = Path(os.environ.get("HERALD_HOME") or Path.home() / ".herald").expanduser()
+    base = herald_base()
     profile = profile or os.environ.get("HERALD_PROFILE") or None
     if profile:
         if not profile.replace("-", "").replace("_", "").isalnum():
@@ -299,18 +323,19 @@ def parse_config(data: Any, source: str = "config") -> Config:
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        path = _loc(err["loc"])
-        if err["type"] == "extra_forbidden":
-            msg = f"{path}: unknown key"
-        else:
-            msg = f"{path}: {err['msg']}"
-            if "input" in err and not isinstance(err["input"], dict | list):
-                msg += f" (got {err['input']!r})"
-        more = len(exc.errors()) - 1
-        if more:
-            msg += f" (+{more} more problem{'s' if more > 1 else ''})"
-        raise ConfigError(f"{source}: {msg}") from None
+        # Every problem at once: fixing them one run at a time is slow.
+        problems = [f"{source}: {_problem(err)}" for err in exc.errors()]
+        raise ConfigError(problems[0], problems) from None
+
+
+def _problem(err: Any) -> str:
+    path = _loc(err["loc"])
+    if err["type"] == "extra_forbidden":
+        return f"{path}: unknown key"
+    msg = f"{path}: {err['msg']}"
+    if "input" in err and not isinstance(err["input"], dict | list):
+        msg += f" (got {err['input']!r})"
+    return msg
 
 
 def load_config(paths: Paths) -> Config:

@@ -41,6 +41,22 @@ class PlatformConfig(StrictModel):
 
     _home = field_validator("home_chat", mode="before")(id_text)
 
+    def problems(self) -> list[tuple[str, str]]:
+        """What stops this platform from starting, found without connecting: (key, message) pairs.
+
+        Checked at start-up and by ``herald check-config`` when the platform is enabled. By default: every
+        ``*token_env`` key must name a variable that is set (a platform with other required secrets, or
+        conditions between its keys, extends this).
+        """
+        out = []
+        for field in type(self).model_fields:
+            if field.endswith("token_env"):
+                name = getattr(self, field)
+                if isinstance(name, str) and not secret(name):
+                    out.append((field, f"the environment variable {name} is not set: export it, or put "
+                                       f"{name}=... in the .env file of Herald's home"))
+        return out
+
 
 class ChatPlatformConfig(PlatformConfig):
     """A platform whose senders the gateway checks (every platform but the owner's web chat)."""

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from gateway.logs import redact
+from gateway.metrics import NULL_METRICS, Metrics
 from gateway.platforms.base import (
     FormattingError,
     OutboundMessage,
@@ -48,8 +49,10 @@ class DeliveryReport:
 
 
 class Delivery:
-    def __init__(self, store: Store, max_attempts: int = 6, base_delay: float = 1.0, max_delay: float = 60.0) -> None:
+    def __init__(self, store: Store, metrics: Metrics | None = None, *, max_attempts: int = 6, base_delay: float = 1.0,
+                 max_delay: float = 60.0) -> None:
         self.store = store
+        self.metrics = metrics or NULL_METRICS
         self.max_attempts = max_attempts
         self.base_delay = base_delay
         self.max_delay = max_delay
@@ -106,10 +109,12 @@ class Delivery:
                     await self._record(row_id, inbox_id, adapter.name, chat_id, index, [], "failed", report.error,
                                        "failed" if finish else None)
                     log.warning("delivery_failed", platform=adapter.name, chat_id=chat_id, chunk=index, error=str(exc))
+                    self.metrics.delivered(adapter.name, False)
                     return report
                 report.message_ids.extend(ids)
                 await self._record(row_id, inbox_id, adapter.name, chat_id, index, ids, "sent", None,
                                    "done" if finish and index == last else None)
+        self.metrics.delivered(adapter.name, True)
         return report
 
     async def _record(self, row_id: int | None, inbox_id: int | None, platform: str, chat_id: str, index: int,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from importlib import resources
@@ -49,6 +48,9 @@ class HttpHost(Protocol):
 
     def loop_lag_quantiles(self) -> tuple[float, float, float]: ...
 
+    @property
+    def metrics(self) -> Any: ...  # gateway.metrics.Metrics
+
 
 class HttpServer:
     def __init__(self, runner: HttpHost) -> None:
@@ -61,6 +63,9 @@ class HttpServer:
         app = web.Application(middlewares=[self._auth_middleware, errors_middleware], client_max_size=2 * 1024**2)
         app.add_routes([
             web.get("/", self._index),
+            # Browsers ask for /favicon.ico on every load whatever the page links; both get the same icon.
+            web.get("/favicon.svg", self._favicon),
+            web.get("/favicon.ico", self._favicon),
             web.get("/healthz", self._healthz),
             web.get("/readyz", self._readyz),
             web.get("/metrics", self._metrics),
@@ -98,6 +103,10 @@ class HttpServer:
         page = resources.files("gateway").joinpath("static/index.html").read_text()
         return web.Response(text=page, content_type="text/html", headers={"Cache-Control": "no-store"})
 
+    async def _favicon(self, request: web.Request) -> web.Response:
+        icon = resources.files("gateway").joinpath("static/favicon.svg").read_bytes()
+        return web.Response(body=icon, content_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
+
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
 
@@ -114,18 +123,6 @@ class HttpServer:
                                   "uptime_seconds": round(time.time() - self.runner.started_at, 1)})
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        lines = []
-        for name, value in self.runner.counters.items():
-            lines.append(f"# TYPE herald_{name}_total counter")
-            lines.append(f"herald_{name}_total {value}")
-        running = self.runner.lanes.running()
-        queued = self.runner.lanes.waiting()
-        lines += ["# TYPE herald_turns_running gauge", f"herald_turns_running {running}",
-                  "# TYPE herald_messages_queued gauge", f"herald_messages_queued {queued}"]
-        p50, p99, worst = self.runner.loop_lag_quantiles()
-        lines += ["# TYPE herald_loop_lag_seconds summary", f"herald_loop_lag_p50_seconds {p50:.6f}",
-                  f"herald_loop_lag_p99_seconds {p99:.6f}", f"herald_loop_lag_max_seconds {worst:.6f}"]
-        for name, adapter in self.runner.adapters.items():
-            up = 1 if adapter.state == "connected" else 0
-            lines.append(f'herald_adapter_connected{{platform={json.dumps(name)}}} {up}')
-        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+        from gateway.metrics import CONTENT_TYPE
+
+        return web.Response(body=self.runner.metrics.render(), headers={"Content-Type": CONTENT_TYPE})

@@ -36,6 +36,7 @@ from gateway.inbound import Inbound
 from gateway.instance import Instance
 from gateway.lanes import Lanes
 from gateway.locks import CredentialLocks
+from gateway.metrics import Metrics
 from gateway.pairing import PairingService
 from gateway.platforms import PLATFORMS, adapter_class
 from gateway.platforms.base import (
@@ -75,18 +76,20 @@ class GatewayRunner:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.adapters: dict[str, PlatformAdapter] = {}
         self.store = Store(cfg.database.url or f"sqlite+aiosqlite:///{paths.db_file}")
+        self.metrics = Metrics(self)  # a registry of its own: several runners may share a process (tests)
         self.instance = Instance(self.store, paths.profile)
-        self.delivery = Delivery(self.store)
+        self.delivery = Delivery(self.store, self.metrics)
         self.notices = Notices(self.delivery, self.adapters)
         self.commands = CommandRegistry()
         self.access = AccessControl(cfg)
-        self.agents = AgentFactory(cfg, paths, self._prompt_hint)
+        self.agents = AgentFactory(cfg, paths, self._prompt_hint, self.metrics.llm_call)
         self.sessions = SessionManager(self.store, cfg.sessions, self.agents.system_prompt)
         self.lanes = Lanes(cfg.gateway, self.store, self.notices, self, self.instance, self.counters)
         self.approvals = ApprovalBroker(cfg.approvals, ApprovalStore(self.store), self.delivery, self.notices,
-                                        self.adapters, self.access, self, self.instance, self.agents.secret_values)
+                                        self.adapters, self.access, self, self.instance, self.agents.secret_values,
+                                        metrics=self.metrics)
         self.turns = TurnExecutor(cfg, self.store, self.sessions, self.delivery, self.notices, self.agents,
-                                  self.approvals, self.adapters, self.counters)
+                                  self.approvals, self.adapters, self.counters, metrics=self.metrics)
         self.lanes.run_turn = self.turns.run
         self.inbound = Inbound(cfg, self.store, self.access, self.commands, self.lanes, self.delivery, self.notices,
                                self.instance, self, self.counters)
@@ -165,7 +168,7 @@ class GatewayRunner:
         from cron.host import CronHost
 
         return CronHost(self.cfg, self.store, self.turns, self.delivery, self.adapters, self, self.agents.tool_extras,
-                        self._is_admin, lambda: self.agents.sandbox)
+                        self._is_admin, lambda: self.agents.sandbox, self.metrics)
 
     def _build_adapters(self) -> None:
         # Files people send are for the agent: they go where its tools can read them (the sandbox hides the
@@ -184,6 +187,8 @@ class GatewayRunner:
         for factory in self._extra_adapters:
             adapter = factory(context(None))
             self.adapters[adapter.name] = adapter
+        for name in self.adapters:
+            self.metrics.add_platform(name)
 
     def _prompt_hint(self, platform: str) -> str | None:
         adapter = self.adapters.get(platform)
@@ -232,7 +237,9 @@ class GatewayRunner:
         while True:
             start = time.perf_counter()
             await asyncio.sleep(period)
-            self.loop_lag.append(max(0.0, time.perf_counter() - start - period))
+            lag = max(0.0, time.perf_counter() - start - period)
+            self.loop_lag.append(lag)
+            self.metrics.loop_lag.observe(lag)
 
     def loop_lag_quantiles(self) -> tuple[float, float, float]:
         samples = sorted(self.loop_lag)

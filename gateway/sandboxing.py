@@ -11,16 +11,11 @@ from pathlib import Path
 
 import structlog
 
-from gateway.config import Config, ConfigError, Paths
+from gateway.config import Config, ConfigError, Paths, herald_base
 from gateway.locks import lock_dir
 from tools.sandbox import SandboxPolicy, make_policy, resolve_mode, startup_problem
 
 log = structlog.get_logger("herald.sandbox")
-
-
-def herald_base() -> Path:
-    """$HERALD_HOME (every profile lives under it), as config.resolve_paths finds it."""
-    return Path(os.environ.get("HERALD_HOME") or Path.home() / ".herald").expanduser()
 
 
 def _sqlite_file(url: str | None) -> Path | None:

@@ -25,6 +25,7 @@ from gateway.config import Config
 from gateway.delivery import Delivery
 from gateway.journal import TurnJournal
 from gateway.lanes import Lane, Turn
+from gateway.metrics import NULL_METRICS, Metrics
 from gateway.platforms.base import Accepted, InboundMessage, OutboundMessage, PlatformAdapter, Source
 from gateway.ports import Adapters, Notifier
 from gateway.session.manager import SessionManager
@@ -103,8 +104,10 @@ class TurnSlot:
 
 class TurnExecutor:
     def __init__(self, cfg: Config, store: Store, sessions: SessionManager, delivery: Delivery, notifier: Notifier,
-                 agents: AgentFactory, approvals: Any, adapters: Adapters, counters: dict[str, int]) -> None:
+                 agents: AgentFactory, approvals: Any, adapters: Adapters, counters: dict[str, int], *,
+                 metrics: Metrics | None = None) -> None:
         self.cfg = cfg
+        self.metrics = metrics or NULL_METRICS
         self.store = store
         self.sessions = sessions
         self.delivery = delivery
@@ -240,8 +243,11 @@ class TurnExecutor:
                               reply_handle=msg.reply_handle)
         report = await self.delivery.deliver(adapter, msg.source.chat_id, out, item.inbox_id,
                                              resume=item.resume_reply is not None, finish_inbox=True)
-        log.info("turn_delivered", chunks=len(report.message_ids), failed=report.failed, queued_ms=item.queued_ms,
-                 total_ms=round((time.time() - msg.received_at) * 1000, 2))
+        total = time.time() - msg.received_at
+        self.metrics.turn_done(total, item.queued_ms / 1000 if item.queued_ms is not None else None)
+        # One per message: debug, not the default level's business (/metrics has the figures).
+        log.debug("turn_delivered", chunks=len(report.message_ids), failed=report.failed, queued_ms=item.queued_ms,
+                  total_ms=round(total * 1000, 2))
 
     async def _abandoned(self, adapter: PlatformAdapter, item: Accepted, journal: TurnJournal, reason: str,
                          last_step: str) -> None:

@@ -18,6 +18,7 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "requirements.lock"
+RUN_LOCK = ROOT / "requirements-run.lock"  # what `make run` installs: the daemon's dependencies only
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)\s*(?:;\s*([^\\]+?))?\s*\\?$")
 
 # The newest release with an advisory that matters here; the lock (and pyproject, for direct
@@ -34,9 +35,9 @@ KNOWN_VULNERABLE = {
 }
 
 
-def locked() -> dict[str, list[tuple[Version, Marker | None]]]:
+def locked(lock: Path = LOCK) -> dict[str, list[tuple[Version, Marker | None]]]:
     pins: dict[str, list[tuple[Version, Marker | None]]] = {}
-    for line in LOCK.read_text().splitlines():
+    for line in lock.read_text().splitlines():
         match = _PIN.match(line)
         if match:
             name, version, marker = match.groups()
@@ -44,9 +45,9 @@ def locked() -> dict[str, list[tuple[Version, Marker | None]]]:
     return pins
 
 
-def declared() -> list[Requirement]:
+def declared(dev: bool = True) -> list[Requirement]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    extras = project.get("optional-dependencies", {})
+    extras = project.get("optional-dependencies", {}) if dev else {}
     return [Requirement(r) for r in (*project["dependencies"], *extras.get("dev", []))]
 
 
@@ -77,8 +78,26 @@ def test_no_known_vulnerable_release_is_locked_or_allowed(name: str, vulnerable:
             assert not requirement.specifier.contains(vulnerable), f"pyproject.toml allows {name}=={vulnerable}"
 
 
-def test_every_locked_package_has_hashes() -> None:
+@pytest.mark.parametrize("lock", [LOCK, RUN_LOCK], ids=lambda p: p.name)
+def test_every_locked_package_has_hashes(lock: Path) -> None:
     # pip then installs in hash-checking mode: a file that differs from the one locked is refused.
-    text = LOCK.read_text()
+    text = lock.read_text()
     blocks = re.split(r"\n(?=[A-Za-z0-9])", text.split("\n", 2)[2])
     assert blocks and all("--hash=sha256:" in block for block in blocks if _PIN.match(block.splitlines()[0]))
+
+
+@pytest.mark.parametrize("requirement", declared(dev=False), ids=str)
+def test_the_run_lock_has_every_runtime_dependency(requirement: Requirement) -> None:
+    assert locked(RUN_LOCK).get(canonicalize_name(requirement.name)), (
+        f"{requirement.name} is a runtime dependency but not in {RUN_LOCK.name}: run `make lock`")
+
+
+def test_the_run_lock_is_the_full_lock_without_the_test_tools() -> None:
+    # `make run` and `make test` must run the daemon on the same versions; the run lock only leaves out.
+    full, run = locked(LOCK), locked(RUN_LOCK)
+    for name, entries in run.items():
+        assert sorted(v for v, _ in entries) == sorted(v for v, _ in full.get(name, [])), (
+            f"{RUN_LOCK.name} pins {name} at {entries}, {LOCK.name} at {full.get(name)}: run `make lock`")
+    dev_only = {canonicalize_name(r.name) for r in declared()} - {canonicalize_name(r.name)
+                                                                   for r in declared(dev=False)}
+    assert dev_only and not dev_only & set(run), f"test tools in {RUN_LOCK.name}: {dev_only & set(run)}"

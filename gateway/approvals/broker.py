@@ -39,6 +39,7 @@ from gateway.approvals.text import (
 from gateway.config import ApprovalsConfig
 from gateway.delivery import Delivery
 from gateway.instance import Instance
+from gateway.metrics import NULL_METRICS, Metrics
 from gateway.platforms.base import Button, ButtonPress, OutboundMessage, PlatformAdapter, Source
 from gateway.ports import Adapters, Lifecycle, Notifier
 from tools.dangerous import Decision, matches_allowlist
@@ -55,8 +56,9 @@ SCHEDULED_LABELS = {"o": "Approve this script", "d": "Deny"}
 class ApprovalBroker:
     def __init__(self, cfg: ApprovalsConfig, store: ApprovalStore, delivery: Delivery, notifier: Notifier,
                  adapters: Adapters, access: AccessControl, life: Lifecycle, instance: Instance,
-                 secret_values: Callable[[], list[str]]) -> None:
+                 secret_values: Callable[[], list[str]], *, metrics: Metrics | None = None) -> None:
         self.cfg = cfg
+        self.metrics = metrics or NULL_METRICS
         self.store = store
         self.delivery = delivery
         self.notifier = notifier
@@ -90,6 +92,7 @@ class ApprovalBroker:
             return
         await self.store.deny_stale([r["id"] for r in stale])
         for row in stale:
+            self.metrics.approval("denied")
             log.info("approval_decided", approval_id=row["id"], outcome="denied", via="restart",
                      session_key=row["session_key"], command=row["command"])
         self.life.spawn(self._tell_restarted(stale), name="approvals:restarted")
@@ -236,6 +239,7 @@ class ApprovalBroker:
             self._settled.popitem(last=False)
         outcome = status if status in ("approved", "denied", "expired", "forbidden") else "denied"
         req.future.set_result(Decision(outcome, message))  # type: ignore[arg-type]
+        self.metrics.approval(status)
         return True
 
     async def _decide(self, req: Request, status: str, scope: str | None, by: Source | None, via: str,

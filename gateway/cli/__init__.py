@@ -6,24 +6,50 @@ from typing import Annotated
 
 import typer
 
-from gateway.cli import approvals, cron, daemon, pairing, profile
-from gateway.cli.common import fail_config, state
+from gateway.cli import approvals, cron, daemon, pairing, profile, web
+from gateway.cli.common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_USAGE, fail, fail_config, state
 from gateway.config import ConfigError
+from gateway.platforms import PLATFORMS
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Herald: a messaging gateway for an AI agent (Telegram, Discord, Slack, web chat).")
+
+def _platforms() -> str:
+    # From the registry, so the help names exactly the platforms this build has.
+    names = [("web chat" if name == "web" else name.capitalize()) for name in PLATFORMS]
+    return ", ".join(names[1:] + names[:1]) if names and names[0] == "web chat" else ", ".join(names)
+
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help=f"Herald: a messaging gateway for an AI agent ({_platforms()}).\n\n{EXIT_CODES_HELP}")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("herald")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"herald {_version()}")
+        raise typer.Exit(0)
 
 
 @app.callback()
 def main_options(
     profile: Annotated[str | None, typer.Option("--profile", "-p", help="use $HERALD_HOME/profiles/NAME")] = None,
     config: Annotated[str | None, typer.Option("--config", "-c", help="path to config.yaml")] = None,
+    version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
+                                          help="print Herald's version and exit")] = False,
 ) -> None:
     state.profile = profile
     state.config = config
 
 
 app.registered_commands += daemon.app.registered_commands
+app.command("web-url")(web.web_url)
 app.add_typer(approvals.app, name="approvals")
 app.add_typer(pairing.app, name="pairing")
 app.add_typer(profile.app, name="profile")
@@ -35,6 +61,35 @@ def main() -> None:
         app()
     except ConfigError as exc:
         fail_config(exc)
+    except Exception as exc:
+        # The database (or a file) failing under any subcommand: one line, not a traceback.
+        from gateway import preflight
+
+        if not preflight.is_database_error(exc) and not isinstance(exc, OSError):
+            raise
+        line, code = _describe(exc)
+        try:
+            fail(line, code)
+        except typer.Exit as done:
+            raise SystemExit(done.exit_code) from None
+
+
+def _describe(exc: BaseException) -> tuple[str, int]:
+    import socket
+
+    from gateway import preflight
+    from gateway.config import load_config, resolve_paths
+
+    try:
+        paths = resolve_paths(state.profile, state.config)
+        cfg = load_config(paths)
+    except Exception:
+        return f"{type(exc).__name__}: {exc}", EXIT_FAILED
+    # asyncpg raises a refused or unanswered connection as a plain OSError, not wrapped by SQLAlchemy.
+    if preflight.is_database_error(exc) or isinstance(exc, ConnectionError | TimeoutError | socket.gaierror):
+        problem = preflight.database_problem(cfg, paths, exc)
+        return str(problem), EXIT_FAILED if problem.runtime else EXIT_USAGE
+    return str(exc), EXIT_FAILED
 
 
 __all__ = ["app", "main", "state"]

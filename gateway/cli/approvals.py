@@ -13,6 +13,8 @@ from typing import Annotated, Any
 
 import typer
 
+from gateway.cli.common import EXIT_FAILED, EXIT_USAGE, fail
+
 app = typer.Typer(no_args_is_help=True, help="Dangerous-command approvals: who approved or denied what, and when.")
 
 
@@ -115,20 +117,17 @@ def revoke(
     from gateway.tables import approval_allowlist
 
     if (entry is None) == (not revoke_all):
-        typer.echo("error: give one entry number (see `herald approvals allowlist`) or --all", err=True)
-        raise typer.Exit(2)
+        fail("give one entry number (see `herald approvals allowlist`) or --all", EXIT_USAGE)
     stmt = delete(approval_allowlist)
     if entry is not None:
         number = entry.lstrip("#")
         if not number.isdigit():
-            typer.echo(f"error: {entry!r} is not an entry number (see `herald approvals allowlist`)", err=True)
-            raise typer.Exit(2)
+            fail(f"{entry!r} is not an entry number (see `herald approvals allowlist`)", EXIT_USAGE)
         stmt = stmt.where(approval_allowlist.c.id == int(number))
     url = _url()
     removed = asyncio.run(_execute(url, stmt)) if url else 0
     if entry is not None and not removed:
-        typer.echo(f"error: no entry #{entry.lstrip('#')} on the list", err=True)
-        raise typer.Exit(1)
+        fail(f"no entry #{entry.lstrip('#')} on the list", EXIT_FAILED)
     typer.echo(f"Revoked {removed} command(s); they will ask for approval again.")
 
 

@@ -14,7 +14,7 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -46,10 +46,11 @@ def _with_store(fn: Callable[[Any, Any], Awaitable[Any]]) -> Any:
     return asyncio.run(main())
 
 
-def _fail(message: str, code: int = 1) -> None:
+def _fail(message: str, code: int = 1) -> NoReturn:
     """Exit 2 for input that is wrong (like a usage error), 1 for a request that can't be done."""
-    typer.echo(f"herald cron: {message}", err=True)
-    raise typer.Exit(code)
+    from gateway.cli.common import fail
+
+    fail(f"cron: {message}", code)
 
 
 async def _job_or_fail(store: Any, job_id: str) -> dict[str, Any]:
@@ -74,7 +75,7 @@ def add(
     timeout: Annotated[float | None, typer.Option("--timeout", help="seconds (default cron.timeout_seconds)")] = None,
 ) -> None:
     """Add a job; prints its id."""
-    from cron.jobs import JobError, build_job, operator_script
+    from cron.jobs import JobError, build_job, operator_script, parse_targets
     from cron.schedule import ScheduleError, format_time
     from gateway.platforms import PLATFORMS
 
@@ -82,11 +83,24 @@ def add(
               "script": script, "no_agent": no_agent, "model": model, "timeout_seconds": timeout}
 
     async def go(store: Any, cfg: Any) -> dict[str, Any]:
+        # Only targets that can ever be reached: a platform this profile runs, and for a bare platform name
+        # a home chat (config or /sethome), so a typo or a disabled platform fails now, not at 8 am.
+        enabled = {name for name in PLATFORMS if getattr(getattr(cfg.platforms, name, None), "enabled", False)}
         try:
             row = operator_script(build_job(fields, default_tz=cfg.cron.timezone, origin=None,
-                                            known_platforms=set(PLATFORMS), created_by="cli"))
+                                            known_platforms=enabled, created_by="cli"))
+            for target in parse_targets(row["deliver"], enabled, has_origin=False):
+                home = getattr(cfg.platforms, target.platform or "", None)
+                if target.kind == "home" and not (home and home.home_chat) and not await store.home(target.platform):
+                    raise JobError(f"deliver: {target.platform} has no home chat: set platforms.{target.platform}"
+                                   ".home_chat in config.yaml, send /sethome in the chat, or give "
+                                   f"{target.platform}:CHAT_ID")
         except (JobError, ScheduleError) as exc:
-            _fail(str(exc), 2)
+            message = str(exc)
+            unknown = [p for p in PLATFORMS if p not in enabled and f"platform {p!r}" in message]
+            if unknown:
+                message += f"; {unknown[0]} is not enabled (platforms.{unknown[0]}.enabled: true)"
+            _fail(message, 2)
         return await store.add_job(row)
 
     row = _with_store(go)

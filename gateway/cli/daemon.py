@@ -11,33 +11,48 @@ from typing import Annotated
 
 import typer
 
-from gateway.cli.common import fail_config, load
+from gateway.cli.common import EXIT_FAILED, EXIT_USAGE, load
 from gateway.config import Config, ConfigError, Paths, configured_secrets
 
 app = typer.Typer()
 
 
-def check_workspace(cfg: Config, paths: Paths) -> None:
+def workspace_problem(cfg: Config, paths: Paths) -> None:
     """tools.terminal.cwd inside a folder the sandbox hides (Herald's home, ...) is a config error."""
     from gateway import sandboxing
 
+    sandboxing.workspace(cfg, paths)
+
+
+def preflight(cfg: Config, paths: Paths, create_home: bool) -> None:
+    """Every problem that stops a start, each one line; exits (2, or 1 if only the world failed) when there
+    are any, after printing them all."""
+    from gateway import preflight as checks
+
+    problems = asyncio.run(checks.check(cfg, paths, create_home=create_home))
     try:
-        sandboxing.workspace(cfg, paths)
+        workspace_problem(cfg, paths)
     except ConfigError as exc:
-        fail_config(exc)
+        problems.append(checks.Problem("tools.terminal.cwd", str(exc).removeprefix("tools.terminal.cwd: ")))
+    for problem in problems:
+        kind = "cannot start" if problem.runtime else "config error"
+        typer.echo(f"herald: {kind}: {problem}", err=True)
+    if problems:
+        raise typer.Exit(EXIT_USAGE if any(not p.runtime for p in problems) else EXIT_FAILED)
 
 
 @app.command()
 def run(config: Annotated[str | None, typer.Option("--config", "-c", help="path to config.yaml")] = None) -> None:
     """Run the gateway daemon in the foreground."""
     cfg, paths = load(config)
-    check_workspace(cfg, paths)
+    preflight(cfg, paths, create_home=True)
     from gateway.filemodes import secure_home
     from gateway.logs import configure_logging, get_logger
 
     # First, before anything is created: umask 077, the home 0700, looser files left from before tightened.
     tightened = secure_home(paths, cfg.database.url)
-    configure_logging(paths.logs_dir, cfg.logging.level, secrets=configured_secrets(cfg))
+    configure_logging(paths.logs_dir, cfg.logging.level, secrets=configured_secrets(cfg),
+                      console=cfg.logging.format == "console")
     if tightened:
         get_logger("herald").info("file_modes_tightened", paths=tightened)
     # The loop gives up the GIL at every socket call and must win it back from busy turn threads; at the
@@ -63,20 +78,38 @@ async def _serve(cfg: Config, paths: Paths) -> int:
         loop.add_signal_handler(sig, runner.stop_event.set)
     try:
         await runner.start()
-    except OSError as exc:
-        log.error("startup_failed", error=str(exc))
-        typer.echo(f"herald: could not start: {exc}", err=True)
-        await runner.shutdown()
-        return 1
+    except Exception as exc:
+        # One line naming what failed and what to check; the traceback goes to the log file only.
+        from gateway import preflight as checks
+
+        problem = checks.describe_failure(cfg, paths, exc)
+        if problem is not None:
+            line, code = f"{'cannot start' if problem.runtime else 'config error'}: {problem}", (
+                EXIT_FAILED if problem.runtime else EXIT_USAGE)
+        elif isinstance(exc, OSError):
+            line, code = f"could not start: {exc}", EXIT_FAILED
+        else:
+            line, code = (f"could not start: {type(exc).__name__}: {exc} (the traceback is in "
+                          f"{paths.logs_dir / 'herald.log'})"), EXIT_FAILED
+        log.error("startup_failed", error=line, exc_info=problem is None and not isinstance(exc, OSError))
+        typer.echo(f"herald: {line}", err=True)
+        try:
+            await runner.shutdown()
+        except Exception as stop_exc:
+            log.warning("shutdown_after_failed_start", error=str(stop_exc))
+        return code
     web = runner.adapters.get("web")
-    host = cfg.http.host if cfg.http.host not in ("0.0.0.0", "::") else "127.0.0.1"
-    url = f"http://{host}:{runner.http_port}/"
+    from gateway.cli.web import chat_url
+
+    url = chat_url(cfg, runner.http_port)
     if web is not None:
         add_secret(web.token)  # type: ignore[attr-defined]
+        # Logged without the token; `herald web-url` prints the whole address wherever stdout went.
+        log.info("web_chat", url=url, token_file=str(paths.web_token_file))
         if sys.stdout.isatty():
             typer.echo(f"Herald web chat: {url}#token={web.token}")  # type: ignore[attr-defined]
         else:
-            typer.echo(f"Herald web chat: {url} (access token in {paths.web_token_file})")
+            typer.echo(f"Herald web chat: {url} (the address with its access token: herald web-url)")
     else:
         typer.echo(f"Herald is running (http on {url})")
     for line in runner.warnings:  # the sandbox's: unsandboxed by choice, or the terminal off
@@ -93,11 +126,12 @@ async def _serve(cfg: Config, paths: Paths) -> int:
 
 @app.command("check-config")
 def check_config(config: Annotated[str | None, typer.Option("--config", "-c")] = None) -> None:
-    """Validate the config file and exit (status 2 and the key path when it is wrong)."""
+    """Run start-up's checks without starting (config, home, database, platform secrets, model): every
+    problem with its key path; exit 2 (1 if only the database did not answer)."""
     cfg, paths = load(config)
     from gateway import sandboxing
 
-    check_workspace(cfg, paths)
+    preflight(cfg, paths, create_home=False)
     where = paths.config_file if paths.config_file.exists() else "embedded defaults"
     typer.echo(f"config ok ({where}); home {paths.home}; model {cfg.model.name or 'not configured'}")
     for line in sandboxing.warnings(cfg):

@@ -15,6 +15,8 @@ from typing import Annotated, Any
 
 import typer
 
+from gateway.cli.common import EXIT_FAILED, fail
+
 app = typer.Typer(no_args_is_help=True, help="Pairing: let users who DMed the bot in with their one-time code.")
 
 
@@ -56,8 +58,7 @@ def approve(platform: Annotated[str, typer.Argument(help="e.g. telegram")],
         typer.echo(f"Approved {platform} user {name}. A running Herald lets them in and tells them within "
                    "a few seconds.")
         return
-    typer.echo(describe(result, platform).lstrip("❌🔒 "), err=True)
-    raise typer.Exit(1)
+    fail(describe(result, platform).lstrip("❌🔒 "), EXIT_FAILED)
 
 
 @app.command("list")
@@ -95,8 +96,7 @@ def revoke(platform: Annotated[str, typer.Argument()], user_id: Annotated[str, t
     if _run(lambda p: p.revoke(platform, user_id)):
         typer.echo(f"Revoked {platform} user {user_id}.")
         return
-    typer.echo(f"{platform} user {user_id} is not paired (users in config.yaml are removed there).", err=True)
-    raise typer.Exit(1)
+    fail(f"{platform} user {user_id} is not paired (users in config.yaml are removed there).", EXIT_FAILED)
 
 
 @app.command("clear")

@@ -8,13 +8,12 @@ side by side; two that use the same bot token are kept apart by the credential l
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from gateway.config import ConfigError, resolve_paths
+from gateway.cli.common import EXIT_FAILED, EXIT_USAGE, fail
+from gateway.config import ConfigError, profile_names, resolve_paths
 
 app = typer.Typer(no_args_is_help=True, help="Profiles: independent Heralds (config, database, logs, web token).")
 
@@ -41,25 +40,14 @@ platforms:
 """
 
 
-def _base() -> Path:
-    return Path(os.environ.get("HERALD_HOME") or Path.home() / ".herald").expanduser()
-
-
-def _names() -> list[str]:
-    root = _base() / "profiles"
-    if not root.is_dir():
-        return []
-    return sorted(p.name for p in root.iterdir() if p.is_dir())
-
-
 @app.command("list")
 def list_(as_json: Annotated[bool, typer.Option("--json", help="one JSON array")] = False) -> None:
     """The default profile and every named one; * marks the one this command line selects."""
-    from gateway.cli.common import state
+    from gateway.cli.common import paths_for
 
-    current = state.profile or os.environ.get("HERALD_PROFILE") or "default"
+    current = paths_for().profile  # an unknown --profile fails here too, listing the profiles
     rows = []
-    for name in ["default", *_names()]:
+    for name in ["default", *profile_names()]:
         paths = resolve_paths(None if name == "default" else name)
         rows.append({"name": name, "home": str(paths.home), "config": paths.config_file.exists(),
                      "current": name == current})
@@ -76,21 +64,18 @@ def list_(as_json: Annotated[bool, typer.Option("--json", help="one JSON array")
 def create(name: Annotated[str, typer.Argument(help="letters, digits, - and _")]) -> None:
     """Create a profile: its folder, a starter config.yaml, and folders for logs and media."""
     if name == "default":
-        typer.echo("herald: 'default' is $HERALD_HOME itself; pick another name", err=True)
-        raise typer.Exit(2)
+        fail("'default' is $HERALD_HOME itself; pick another name", EXIT_USAGE)
     try:
         paths = resolve_paths(name)
     except ConfigError as exc:
-        typer.echo(f"herald: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail(str(exc), EXIT_USAGE)
     if paths.home.exists():
-        typer.echo(f"herald: profile {name} already exists at {paths.home}", err=True)
-        raise typer.Exit(1)
+        fail(f"profile {name} already exists at {paths.home}", EXIT_FAILED)
     paths.home.mkdir(parents=True, mode=0o700)
     for directory in (paths.logs_dir, paths.media_dir):
         directory.mkdir(mode=0o700)
     # Next to the default 8650, one port per existing profile, so a new profile can run beside the others.
-    port = 8650 + len(_names())
+    port = 8650 + len(profile_names())
     paths.config_file.write_text(STARTER_CONFIG.format(name=name, env_file=paths.env_file, port=port))
     typer.echo(f"Created profile {name} at {paths.home}\n"
                f"Edit {paths.config_file}, then run: herald --profile {name} run")

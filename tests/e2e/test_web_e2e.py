@@ -264,7 +264,8 @@ def test_malformed_bodies_get_a_400_json_error(herald: Herald) -> None:
 
 
 def test_sigterm_drains_the_running_turn(make_herald: Callable[..., Herald], fake_llm: FakeLLMThread) -> None:
-    herald = make_herald({"gateway": {"drain_seconds": 10}})
+    # debug: turn_delivered is one line per message, not logged at the default level.
+    herald = make_herald({"gateway": {"drain_seconds": 10}, "logging": {"level": "debug"}})
     stream = herald.events("drain")
     try:
         herald.post("[sleep=3] draining", chat_id="drain")

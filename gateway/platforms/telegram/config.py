@@ -39,6 +39,13 @@ class TelegramConfig(ChatPlatformConfig):
             raise ValueError("must be an absolute URL path such as /telegram/webhook")
         return v
 
+    def problems(self) -> list[tuple[str, str]]:
+        out = super().problems()
+        if self.mode == "webhook" and not self.public_url:
+            out.append(("public_url", "not set, but mode is webhook: give the https:// address Telegram should "
+                                      "post updates to (or use mode: polling)"))
+        return out
+
     @field_validator("base_url", "public_url")
     @classmethod
     def _http_url(cls, v: str | None) -> str | None:

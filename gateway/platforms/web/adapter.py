@@ -35,6 +35,8 @@ from gateway.platforms.base import (
     Source,
     parse_text_command,
 )
+from gateway.platforms.web.markdown import to_html
+from gateway.platforms.web.markdown import warm as warm_markdown
 
 log = structlog.get_logger("herald.web")
 
@@ -73,8 +75,18 @@ def _button(b: Button) -> dict[str, Any]:
     return {"id": b.id, "label": b.label, "style": b.style}
 
 
+def _message(message_id: str, role: str, text: str, buttons: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """A message as the API and the event stream show it. The model's replies are markdown: ``html`` is that
+    rendered and made safe (gateway/platforms/web/markdown.py), so the page never renders markdown itself.
+    The user's own text is shown as typed."""
+    out = {"id": message_id, "role": role, "text": text, "buttons": buttons or []}
+    if role == "assistant":
+        out["html"] = to_html(text)
+    return out
+
+
 def _public(row: dict[str, Any]) -> dict[str, Any]:
-    return {"id": row["message_id"], "role": row["role"], "text": row["text"], "buttons": row["buttons"] or []}
+    return _message(row["message_id"], row["role"], row["text"], row["buttons"])
 
 
 class WebAdapter(PlatformAdapter):
@@ -90,6 +102,7 @@ class WebAdapter(PlatformAdapter):
         self.log = ctx.chat_log
         add_secret(self.token)  # masked in every log line and stored error from here on
         self._subscribers: dict[str, set[asyncio.Queue[str]]] = {}
+        warm_markdown()
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
@@ -110,8 +123,7 @@ class WebAdapter(PlatformAdapter):
         message_id = f"a-{idempotency_key or uuid.uuid4().hex}"
         buttons = [_button(b) for b in message.buttons]
         if await self.log.chat_log_add(self.name, chat_id, message_id, "assistant", text, buttons):
-            self._publish(chat_id, "message", {"id": message_id, "role": "assistant", "text": text,
-                                               "buttons": buttons})
+            self._publish(chat_id, "message", _message(message_id, "assistant", text, buttons))
         return [message_id]
 
     async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None = None,
@@ -186,7 +198,7 @@ class WebAdapter(PlatformAdapter):
             raise web.HTTPServiceUnavailable(text='{"error": "shutting down"}', content_type="application/json")
         # The question is in the chat log before anything can answer it, so it always shows first.
         if await self.log.chat_log_add(self.name, chat_id, public_id, "user", text, None, user_id):
-            self._publish(chat_id, "message", {"id": public_id, "role": "user", "text": text, "buttons": []})
+            self._publish(chat_id, "message", _message(public_id, "user", text, None))
         try:
             accepted = await self.accept(msg)
         except ShuttingDown:

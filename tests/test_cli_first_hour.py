@@ -1,0 +1,145 @@
+"""What a new user meets in the CLI: --version, --help naming the real platforms, one exit-code rule,
+unknown profiles, `herald web-url`, `herald cron add` refusing targets that never resolve."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from gateway.cli import app, state
+from gateway.platforms import PLATFORMS
+
+
+def invoke(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    state.profile = state.config = None
+    result = CliRunner().invoke(app, list(args), env=env)
+    return result.exit_code, result.output
+
+
+def write_config(home: Path, data: dict) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text(yaml.safe_dump(data))
+
+
+# ---- --version, --help --------------------------------------------------------------------------------
+
+
+def test_version(home: Path) -> None:
+    from importlib.metadata import version
+
+    code, out = invoke("--version")
+    assert code == 0 and out.strip() == f"herald {version('herald')}"
+
+
+def test_help_names_the_registered_platforms_and_the_exit_codes(home: Path) -> None:
+    code, out = invoke("--help")
+    assert code == 0
+    text = " ".join(out.split())
+    for name in PLATFORMS:
+        assert ("web chat" if name == "web" else name.capitalize()) in text
+    for missing in ("Discord", "Slack"):  # named only once they are in the registry
+        assert (missing.lower() in PLATFORMS) == (missing in text)
+    assert "Exit status: 0 done; 1 " in text and "2 the command line or the configuration is wrong" in text
+
+
+# ---- the exit-code rule -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("args", "code"), [
+    # 2: the command line or the configuration is wrong
+    (("cron", "add", "--schedule", "whenever", "--prompt", "x"), 2),
+    (("cron", "add", "--schedule", "1h", "--prompt", "x", "--deliver", "nowhere"), 2),
+    (("approvals", "revoke"), 2),
+    (("approvals", "revoke", "abc"), 2),
+    (("profile", "create", "a b"), 2),
+    (("--profile", "ghost", "paths"), 2),
+    (("cron", "frobnicate"), 2),
+    # 1: well-formed, but it cannot be done
+    (("cron", "pause", "nosuchjob"), 1),
+    (("cron", "history", "nosuchjob"), 0),  # an empty history is an answer
+    (("approvals", "revoke", "42"), 1),
+    (("pairing", "approve", "telegram", "ABCDEFGH"), 1),
+    (("pairing", "revoke", "telegram", "1"), 1),
+])
+def test_one_exit_code_rule_for_every_subcommand(home: Path, args: tuple[str, ...], code: int) -> None:
+    got, out = invoke(*args)
+    assert got == code, out
+    if code == 1:
+        assert out.startswith("herald: "), out  # one line saying why, the same shape everywhere
+
+
+def test_a_bad_config_is_2_everywhere(home: Path) -> None:
+    write_config(home, {"gateway": {"busy_mod": "queue"}})
+    for args in (("paths",), ("check-config",), ("cron", "list"), ("pairing", "list"), ("approvals", "list"),
+                 ("web-url",)):
+        code, out = invoke(*args)
+        assert code == 2 and "gateway.busy_mod: unknown key" in out, (args, out)
+
+
+# ---- profiles -------------------------------------------------------------------------------------------
+
+
+def test_an_unknown_profile_fails_with_the_list_instead_of_creating_one(home: Path) -> None:
+    assert invoke("profile", "create", "work")[0] == 0
+    for args, env in ((("--profile", "wrok"), None), ((), {"HERALD_PROFILE": "wrok"})):
+        for command in (("run",), ("check-config",), ("paths",), ("cron", "list"), ("pairing", "list"),
+                        ("profile", "list"), ("web-url",)):
+            code, out = invoke(*args, *command, env=env)
+            assert code == 2, (command, out)
+            assert "no profile 'wrok' (profiles: default, work)" in out and "herald profile create wrok" in out
+    assert sorted(p.name for p in (home / "profiles").iterdir()) == ["work"]
+    assert invoke("--profile", "work", "paths")[0] == 0
+
+
+# ---- herald web-url -------------------------------------------------------------------------------------
+
+
+def test_web_url_prints_the_address_with_the_daemons_token(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SSH_CONNECTION", raising=False)
+    code, out = invoke("web-url")
+    assert code == 0, out
+    token = (home / "web_token").read_text().strip()  # created here; the daemon reads the same file
+    assert out.strip() == f"http://127.0.0.1:8650/#token={token}"
+    assert oct((home / "web_token").stat().st_mode & 0o777) == "0o600"
+    code, out = invoke("web-url", "--host", "herald.example.org")
+    assert out.strip() == f"http://herald.example.org:8650/#token={token}"
+
+
+def test_web_url_over_ssh(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SSH_CONNECTION", "203.0.113.5 50000 198.51.100.7 22")
+    code, out = invoke("web-url")
+    # Listening on loopback only: the address plus how to forward the port.
+    assert code == 0 and out.splitlines()[0].startswith("http://127.0.0.1:8650/#token=")
+    assert "ssh -L 8650:127.0.0.1:8650" in out
+    write_config(home, {"http": {"host": "0.0.0.0", "port": 9000}})
+    code, out = invoke("web-url")
+    # On every interface: the address this SSH session reached the machine by.
+    assert out.strip().startswith("http://198.51.100.7:9000/#token=") and "ssh -L" not in out
+
+
+def test_web_url_when_the_web_chat_is_off(home: Path) -> None:
+    write_config(home, {"platforms": {"web": {"enabled": False}}})
+    code, out = invoke("web-url")
+    assert code == 1 and "platforms.web.enabled" in out
+
+
+# ---- herald cron add: only targets that can resolve --------------------------------------------------------
+
+
+def test_cron_add_refuses_targets_that_can_never_resolve(home: Path) -> None:
+    for deliver, why in (("nowhere", "unknown platform 'nowhere'"),
+                         ("telegram", "telegram is not enabled"),
+                         ("telegram:123", "telegram is not enabled"),
+                         ("web", "web has no home chat")):
+        code, out = invoke("cron", "add", "--schedule", "1h", "--prompt", "x", "--deliver", deliver)
+        assert code == 2 and why in out, (deliver, out)
+    code, out = invoke("cron", "list", "--json")
+    assert json.loads(out) == []
+    for deliver in ("local", "web:c1"):
+        assert invoke("cron", "add", "--schedule", "1h", "--prompt", "x", "--deliver", deliver)[0] == 0
+    write_config(home, {"platforms": {"web": {"home_chat": "c1"}}})
+    assert invoke("cron", "add", "--schedule", "1h", "--prompt", "x", "--deliver", "web")[0] == 0

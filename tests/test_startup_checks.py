@@ -1,0 +1,203 @@
+"""Start-up's checks (gateway/preflight.py), shared by `herald run` and `herald check-config`: each failure
+one line naming what failed and what to do, every problem at once, exit 2 for configuration and 1 for the
+world failing (a database that does not answer), never a traceback."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from gateway import preflight
+from gateway.cli import app, state
+from gateway.config import parse_config, resolve_paths
+from tests.conftest import PG_URL
+
+HERALD = Path(sys.executable).with_name("herald")
+DOWN = "postgresql+asyncpg://herald:hunter2-secret@127.0.0.1:1/herald"  # nothing listens on port 1
+
+
+@pytest.fixture
+def unset_env(monkeypatch: pytest.MonkeyPatch):
+    def unset(*names: str) -> None:
+        for name in names:
+            monkeypatch.delenv(name, raising=False)
+
+    return unset
+
+
+def invoke(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    state.profile = state.config = None
+    result = CliRunner().invoke(app, list(args), env=env)
+    return result.exit_code, result.output
+
+
+def write_config(home: Path, data: dict) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text(yaml.safe_dump(data))
+
+
+def herald(*args: str, home: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("HERALD_", "TELEGRAM_"))}
+    environ.update(HERALD_HOME=str(home), **env)
+    return subprocess.run([str(HERALD), *args], env=environ, capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+
+
+# ---- every problem at once, with its key path --------------------------------------------------------------
+
+
+def test_check_config_reports_every_problem_with_its_key_path(home: Path, unset_env) -> None:
+    unset_env("TELEGRAM_BOT_TOKEN", "HERALD_TEST_KEY")
+    write_config(home, {
+        "model": {"base_url": "https://api.openai.com/v1", "name": "gpt-4o-mini"},
+        "platforms": {"telegram": {"enabled": True}},
+        "approvals": {"timeout_seconds": 60},
+    })
+    code, out = invoke("check-config")
+    lines = out.strip().splitlines()
+    assert code == 2, out
+    assert len(lines) == 2 and all(line.startswith("herald: config error: ") for line in lines), out
+    assert "platforms.telegram.token_env: the environment variable TELEGRAM_BOT_TOKEN is not set" in out
+    assert "model.api_key_env: not set, but https://api.openai.com/v1 is not a local server" in out
+
+
+def test_every_validation_problem_is_reported_not_only_the_first(home: Path) -> None:
+    write_config(home, {"http": {"port": -1}, "gateway": {"busy_mode": "x", "max_queu": 3}})
+    code, out = invoke("check-config")
+    assert code == 2
+    for path in ("http.port", "gateway.busy_mode", "gateway.max_queu: unknown key"):
+        assert path in out, out
+    assert len(out.strip().splitlines()) == 3
+
+
+@pytest.mark.parametrize(("model", "key", "says"), [
+    ({"base_url": "https://api.openai.com/v1"}, "model.name", "not set, but model.base_url is"),
+    ({"name": "gpt-4o-mini"}, "model.base_url", "not set, but model.name is"),
+    ({"api_key_env": "HERALD_TEST_KEY"}, "model.base_url", "not set, but model.api_key_env is"),
+    ({"base_url": "https://x.example/v1", "name": "m", "api_key_env": "HERALD_TEST_KEY"}, "model.api_key_env",
+     "HERALD_TEST_KEY is not set"),
+    ({"base_url": "http://127.0.0.1:1/v1", "name": "m", "fallbacks": [{"base_url": "https://o.example/v1",
+                                                                       "name": "m"}]},
+     "model.fallbacks.0.api_key_env", "not a local server"),
+])
+def test_an_incomplete_model_section_is_a_problem(model: dict, key: str, says: str, unset_env, tmp_path: Path) -> None:
+    unset_env("HERALD_TEST_KEY")
+    problems = preflight.config_problems(parse_config({"model": model}), resolve_paths())
+    assert any(p.key == key and says in p.message for p in problems), problems
+
+
+@pytest.mark.parametrize("base_url", ["http://localhost:11434/v1", "http://127.0.0.1:8080/v1", "http://ollama:11434/v1",
+                                      "http://10.0.0.5:8000/v1", "http://gpu.lan:8000/v1"])
+def test_a_local_model_server_needs_no_key(base_url: str) -> None:
+    cfg = parse_config({"model": {"base_url": base_url, "name": "llama"}})
+    assert preflight.config_problems(cfg, resolve_paths()) == []
+
+
+def test_a_complete_setup_has_no_problems(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HERALD_TEST_KEY", "sk-test")
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "123:abc")
+    write_config(home, {"model": {"base_url": "https://api.openai.com/v1", "name": "m",
+                                  "api_key_env": "HERALD_TEST_KEY"},
+                        "platforms": {"telegram": {"enabled": True}}})
+    code, out = invoke("check-config")
+    assert code == 0 and out.startswith("config ok"), out
+
+
+def test_telegram_webhook_needs_a_public_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "123:abc")
+    cfg = parse_config({"platforms": {"telegram": {"enabled": True, "mode": "webhook"}}})
+    (problem,) = preflight.platform_problems(cfg)
+    assert problem.key == "platforms.telegram.public_url"
+
+
+# ---- the home and the database ------------------------------------------------------------------------------
+
+
+def test_a_home_that_is_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("HERALD_HOME", str(tmp_path / "file"))
+    code, out = invoke("check-config")
+    assert code == 2 and out.strip() == (f"herald: config error: HERALD_HOME: {tmp_path / 'file'} is a file, not a "
+                                         "folder: point HERALD_HOME at a folder, or move the file")
+
+
+def test_a_home_that_cannot_be_created(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HERALD_HOME", "/proc/herald-home")  # not even root creates folders in /proc
+    code, out = invoke("check-config")
+    assert code == 2 and "HERALD_HOME: cannot create /proc/herald-home" in out and len(out.splitlines()) == 1
+    assert not Path("/proc/herald-home").exists()
+
+
+def test_an_sqlite_path_that_cannot_be_opened(home: Path, tmp_path: Path) -> None:
+    write_config(home, {"database": {"url": f"sqlite+aiosqlite:///{tmp_path}/no/such/dir/state.db"}})
+    code, out = invoke("check-config")
+    assert code == 2 and "database.url: cannot create SQLite database" in out and "is not a folder" in out
+    (tmp_path / "junk.db").write_bytes(b"this is not sqlite" * 100)
+    write_config(home, {"database": {"url": f"sqlite+aiosqlite:///{tmp_path}/junk.db"}})
+    code, out = invoke("check-config")
+    assert code == 2 and "is not a usable SQLite database" in out, out
+
+
+def test_an_existing_sqlite_database_passes(home: Path) -> None:
+    home.mkdir(parents=True)
+    sqlite3.connect(home / "state.db").close()
+    assert invoke("check-config")[0] == 0
+
+
+def test_an_unreachable_database_is_named_with_its_password_masked(home: Path) -> None:
+    write_config(home, {"database": {"url": DOWN}})
+    code, out = invoke("check-config")
+    assert code == 1, out  # the world failing, not the configuration
+    assert "hunter2" not in out
+    assert ("herald: cannot start: database.url: database postgresql+asyncpg://herald:***@127.0.0.1:1/herald: "
+            "cannot connect to 127.0.0.1:1") in out
+    assert "is PostgreSQL running" in out
+
+
+@pytest.mark.skipif(not PG_URL, reason="HERALD_TEST_DATABASE_URL is not set: PostgreSQL paths are not tested here")
+def test_postgresql_refusals_say_what_to_fix(home: Path) -> None:
+    assert PG_URL
+    host = PG_URL.split("@", 1)[1].split("/", 1)[0]
+    write_config(home, {"database": {"url": f"postgresql+asyncpg://herald_nobody:pw-secret@{host}/test"}})
+    code, out = invoke("check-config")
+    assert code == 2 and "pw-secret" not in out and "herald_nobody" in out, out
+    write_config(home, {"database": {"url": PG_URL.rsplit("/", 1)[0] + "/herald_no_such_db"}})
+    code, out = invoke("check-config")
+    assert code == 2 and "the database does not exist: create it (createdb herald_no_such_db)" in out, out
+    write_config(home, {"database": {"url": PG_URL}})
+    assert invoke("check-config")[0] == 0
+
+
+# ---- the real command: one line, the documented exit status ----------------------------------------------------
+
+
+def test_herald_run_fails_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    result = herald("run", home=tmp_path / "file")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"herald: config error: HERALD_HOME: {tmp_path / 'file'} is a file, not a folder: point HERALD_HOME at a "
+        "folder, or move the file"]
+    home = tmp_path / "home"
+    write_config(home, {"database": {"url": DOWN}})
+    result = herald("run", home=home)
+    assert result.returncode == 1 and "Traceback" not in result.stderr and "hunter2" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "cannot connect to 127.0.0.1:1" in result.stderr
+
+
+def test_other_subcommands_name_the_database_too(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    write_config(home, {"database": {"url": DOWN}})
+    for args in (("cron", "list"), ("pairing", "list"), ("approvals", "list")):
+        result = herald(*args, home=home)
+        assert result.returncode == 1, (args, result.stderr)
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith("herald: database.url: database postgresql+asyncpg://herald:***@127.0.0.1:1/herald")
+        assert "hunter2" not in line

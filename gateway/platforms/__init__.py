@@ -13,6 +13,7 @@ from typing import Any
 PLATFORMS: dict[str, tuple[str, str]] = {
     "web": ("web.adapter:WebAdapter", "web.config:WebConfig"),
     "telegram": ("telegram.adapter:TelegramAdapter", "telegram.config:TelegramConfig"),
+    "discord": ("discord.adapter:DiscordAdapter", "discord.config:DiscordConfig"),
 }
 
 

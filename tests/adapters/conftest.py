@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.adapters.discord_driver import DiscordDriver
 from tests.adapters.driver import PlatformDriver
 from tests.adapters.telegram_driver import TelegramDriver, TelegramWebhookDriver
 from tests.adapters.web_driver import WebDriver
@@ -17,6 +18,7 @@ DRIVERS: dict[str, type[PlatformDriver]] = {
     "telegram": TelegramDriver,
     "telegram-webhook": TelegramWebhookDriver,
     "web": WebDriver,
+    "discord": DiscordDriver,
 }
 
 

@@ -150,6 +150,7 @@ class FakeDiscord:
         self.requests: list[tuple[str, str]] = []
         self.faults: list[Fault] = []
         self.files: dict[str, bytes] = {}
+        self.refusing_until = 0.0
         self._changed = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self._add_guild()
@@ -283,16 +284,23 @@ class FakeDiscord:
         return msg
 
     def user_message(self, channel_id: int, user_id: int, content: str = "hi", *, mention: bool = False,
-                     reply_to: int | None = None, attachments: list[dict[str, Any]] = (), bot: bool = False,
-                     at: float | None = None) -> dict[str, Any]:
-        """A user (or another bot) posts; dispatched as MESSAGE_CREATE to every connected session."""
+                     role_mention: bool = False, reply_to: int | None = None, attachments: list[dict[str, Any]] = (),
+                     bot: bool = False, at: float | None = None) -> dict[str, Any]:
+        """A user (or another bot) posts; dispatched as MESSAGE_CREATE to every connected session.
+
+        ``mention``: "@Herald ..." (the bot's user); ``role_mention``: "@Herald ..." picked as the bot's role.
+        """
         mentions = [BOT_ID] if mention else []
         if mention:
             content = f"<@{BOT_ID}> {content}"
+        if role_mention:
+            content = f"<@&{BOT_ROLE}> {content}"
         if reply_to is not None and reply_to in self.by_id:
             mentions = [BOT_ID]  # a reply pings its author by default
         msg = self._message(channel_id, self.user(user_id, bot=bot), content, mentions=mentions, reply_to=reply_to,
                             attachments=attachments, at=at)
+        if role_mention:
+            msg["mention_roles"] = [str(BOT_ROLE)]
         self._dispatch_message(msg)
         return msg
 
@@ -383,8 +391,10 @@ class FakeDiscord:
         except (ConnectionError, RuntimeError):
             pass  # the connection went; a RESUME replays the frame from the buffer
 
-    async def drop_gateway(self) -> None:
-        """Every gateway connection is cut without a close frame: the sessions stay resumable."""
+    async def drop_gateway(self, refuse_for: float = 0.0) -> None:
+        """Every gateway connection is cut without a close frame (the sessions stay resumable), and new ones are
+        refused for ``refuse_for`` seconds (a network outage rather than a blip)."""
+        self.refusing_until = time.monotonic() + refuse_for
         for session in self.sessions.values():
             ws, session.ws = session.ws, None
             if ws is not None and ws._req is not None and ws._req.transport is not None:
@@ -393,7 +403,9 @@ class FakeDiscord:
     def connected(self) -> int:
         return sum(1 for s in self.sessions.values() if s.ws is not None and s.alive)
 
-    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
+    async def _gateway(self, request: web.Request) -> web.StreamResponse:
+        if time.monotonic() < self.refusing_until:
+            return web.Response(status=503, text="gateway unavailable")
         ws = web.WebSocketResponse(autoping=True, max_msg_size=0)
         await ws.prepare(request)
         compress = zlib.compressobj() if request.query.get("compress") == "zlib-stream" else None

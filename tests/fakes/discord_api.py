@@ -151,6 +151,7 @@ class FakeDiscord:
         self.faults: list[Fault] = []
         self.files: dict[str, bytes] = {}
         self.refusing_until = 0.0
+        self.on_send: Callable[[Sent], None] | None = None  # called with every message the bot makes
         self._changed = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self._add_guild()
@@ -566,6 +567,8 @@ class FakeDiscord:
             sent.id = self.snowflake()
         self.sent.append(sent)
         self.by_id[sent.id] = sent
+        if self.on_send is not None:
+            self.on_send(sent)
         self._changed.set()
         return sent
 

@@ -74,6 +74,15 @@ async def test_the_gateway_drops_resumes_and_readyz_shows_it(start_dc, fake_dc):
     assert [m.content for m in fake_dc.sent_in(dm)].count("echo: said during the outage") == 1
 
 
+async def test_a_refused_token_shows_in_readyz_with_its_hint(start_dc, fake_dc, monkeypatch):
+    monkeypatch.setenv("DISCORD_BOT_TOKEN", "not.the.token")
+    runner = await start_dc(connect=False)
+    await wait_until(lambda: adapter(runner).state == "retrying")
+    _ready, states = runner.readiness()
+    assert states["discord"]["error"] == "InvalidToken" and "token" in states["discord"]["hint"]
+    assert fake_dc.identified == []  # never got as far as the gateway
+
+
 def free_port() -> int:
     import socket
 

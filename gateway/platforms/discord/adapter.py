@@ -49,6 +49,10 @@ NOT_ALLOWED = "You are not allowed to use this bot here."
 RESTARTING = "Herald is restarting; please try again in a moment."
 
 
+class InvalidToken(Exception):
+    """The token was refused (named so that /readyz gives the operator its hint: check the token)."""
+
+
 class _Client(discord.Client):
     """discord.py's client with its events handed to the adapter."""
 
@@ -108,7 +112,10 @@ class DiscordAdapter(PlatformAdapter):
         await self.channels.start()
         client = _Client(self, **client_options())
         self.client = client
-        await client.login(token)  # GET /users/@me: LoginFailure on a bad token
+        try:
+            await client.login(token)  # GET /users/@me
+        except discord.LoginFailure as exc:
+            raise InvalidToken(f"Discord refused the bot token in {self.cfg.token_env}") from exc
         assert client.user is not None
         self.inbound.bot_id = client.user.id
         await self._sync_commands(client)

@@ -631,7 +631,7 @@ class FakeDiscord:
     async def _history(self, request: web.Request, _b: Any, channel: str) -> web.Response:
         if int(channel) not in self.channels:
             return self.error(404, 10003, "Unknown Channel")
-        msgs = self.history.get(int(channel), [])
+        msgs = sorted(self.history.get(int(channel), []), key=lambda m: int(m["id"]))
         limit = min(int(request.query.get("limit", 50)), 100)
         if "after" in request.query:
             after = int(request.query["after"])

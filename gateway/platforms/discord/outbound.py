@@ -174,11 +174,12 @@ class DiscordOutbound:
             if sent is not None:
                 return [sent]
         client = self._client()
-        reference = None
-        if message.reply_to and message.reply_to.isdigit():
-            reference = {"message_id": int(message.reply_to), "channel_id": int(target), "fail_if_not_exists": False}
         view = self.view(message.buttons)
         try:
+            reference = None
+            if message.reply_to and message.reply_to.isdigit():
+                reference = {"message_id": int(message.reply_to), "channel_id": int(target),
+                             "fail_if_not_exists": False}
             with handle_message_parameters(content=text, view=view if view is not None else MISSING,
                                            nonce=nonce(key, target, message.reply_to, text),
                                            allowed_mentions=ALLOWED_MENTIONS,
@@ -195,8 +196,9 @@ class DiscordOutbound:
             return None
         try:
             if live.thinking and not live.original_used:
-                live.original_used = True  # the first answer replaces "Herald is thinking…"
+                # The first answer replaces "Herald is thinking…" (an edit: retried, it lands once).
                 sent = await live.interaction.edit_original_response(content=text)
+                live.original_used = True
             else:
                 sent = await live.interaction.followup.send(text, ephemeral=message.ephemeral, wait=True)
         except discord.HTTPException as exc:

@@ -1,9 +1,10 @@
 """Who may talk to the agent. Default deny; the web chat's token holder is the owner.
 
 Allowed: the config's allowlists (``access.allowed_users`` as ``platform:id`` plus each platform's
-``allowed_users``), admins, and users approved through pairing (gateway/pairing.py) — and, in group chats
-and channels, only where the platform's ``allowed_channels`` (when set) lists the chat. The check runs for
-every inbound message, so it is a lookup in in-memory sets: config sets are built once, paired users are
+``allowed_users``), admins, senders holding one of a platform's ``allowed_roles`` (the roles the adapter
+read with the event, ``Source.roles``), and users approved through pairing (gateway/pairing.py) — and, in
+group chats and channels, only where the platform's ``allowed_channels`` (when set) lists the chat. The check
+runs for every inbound message, so it is a lookup in in-memory sets: config sets are built once, paired users are
 loaded from the database at start and refreshed every few seconds by the pairing service (a
 ``herald pairing approve`` run in another process takes effect without a restart).
 """
@@ -21,6 +22,16 @@ def _channel_lists(cfg: Config) -> dict[str, frozenset[str]]:
         channels = getattr(getattr(cfg.platforms, name), "allowed_channels", None)
         if channels:
             out[name] = frozenset(channels)
+    return out
+
+
+def _role_lists(cfg: Config) -> dict[str, frozenset[str]]:
+    """Per platform that has roles, the ones whose holders may talk to the agent."""
+    out: dict[str, frozenset[str]] = {}
+    for name in type(cfg.platforms).model_fields:
+        roles = getattr(getattr(cfg.platforms, name), "allowed_roles", None)
+        if roles:
+            out[name] = frozenset(roles)
     return out
 
 
@@ -43,6 +54,7 @@ class AccessControl:
         self._allowed, self._admins = _config_sets(cfg)
         self._open_groups = cfg.access.group_policy == "open"
         self._channels = _channel_lists(cfg)
+        self._roles = _role_lists(cfg)
         self._paired: frozenset[str] = frozenset()
 
     def set_paired(self, keys: frozenset[str]) -> None:
@@ -52,9 +64,12 @@ class AccessControl:
         self._paired = self._paired | {key}
 
     def known(self, source: Source) -> bool:
-        """Configured or paired, whatever the chat (group policy aside)."""
+        """Configured (by id or role) or paired, whatever the chat (group policy aside)."""
         key = f"{source.platform}:{source.user_id}"
-        return key in self._allowed or key in self._paired
+        if key in self._allowed or key in self._paired:
+            return True
+        roles = self._roles.get(source.platform)
+        return bool(roles and source.roles and not roles.isdisjoint(source.roles))
 
     def channel_allowed(self, source: Source) -> bool:
         channels = self._channels.get(source.platform)

@@ -178,7 +178,7 @@ class GatewayRunner:
 
         def context(config: Any) -> AdapterContext:
             return AdapterContext(gateway=self, config=config, home=self.paths.home, media_dir=media,
-                                  chat_log=self.store, platforms=dict(self.cfg.platforms))
+                                  chat_log=self.store, platforms=dict(self.cfg.platforms), cursors=self.store)
 
         for name in PLATFORMS:
             platform_cfg = getattr(self.cfg.platforms, name, None)

@@ -8,14 +8,14 @@ from __future__ import annotations
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import and_, bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from gateway.db import Database, is_unique_violation, op_all, op_exec, op_first
-from gateway.tables import chat_log, inbox, messages, outbox, sessions
+from gateway.tables import chat_log, inbox, messages, outbox, platform_cursors, sessions
 
 HISTORY_CACHE_SESSIONS = 256
 # The inbox states of a message not yet finished: "replied" has its answer stored, delivery is left.
@@ -296,6 +296,31 @@ class Store(Database):
         rows.reverse()
         return rows
 
+    # ---- platform cursors (adapters that read back what was posted while they were away) ----------
+
+    async def cursors_load(self, platform: str) -> dict[str, str]:
+        rows = await self.run_read(op_all(
+            select(platform_cursors.c.chat_id, platform_cursors.c.position)
+            .where(platform_cursors.c.platform == platform)))
+        return {r["chat_id"]: r["position"] for r in rows}
+
+    async def cursors_save(self, platform: str, cursors: Mapping[str, str]) -> None:
+        """Set each chat's position (one transaction for the lot: an adapter saves what moved since last time)."""
+        now = time.time()
+        values = [{"b_platform": platform, "b_chat": chat, "position": pos, "updated_at": now}
+                  for chat, pos in cursors.items()]
+        if not values:
+            return
+
+        def op(conn: Connection) -> None:
+            for row in values:
+                if conn.execute(_CURSOR_UPDATE, row).rowcount == 0:
+                    conn.execute(insert(platform_cursors).values(
+                        platform=row["b_platform"], chat_id=row["b_chat"], position=row["position"],
+                        updated_at=row["updated_at"]))
+
+        await self.run_write(op)
+
 
 # Hot-path statements built once: parameters travel separately, so SQLAlchemy skips re-building (and
 # re-coercing) a statement per message and hits its compiled cache directly.
@@ -303,6 +328,8 @@ _INBOX_INSERT = insert(inbox)
 _INBOX_UPDATE = update(inbox).where(inbox.c.id == bindparam("b_id"))
 _INBOX_UPDATE_FROM = _INBOX_UPDATE.where(inbox.c.status == bindparam("b_expected"))
 _OUTBOX_UPDATE = update(outbox).where(outbox.c.id == bindparam("b_id"))
+_CURSOR_UPDATE = update(platform_cursors).where(and_(platform_cursors.c.platform == bindparam("b_platform"),
+                                                     platform_cursors.c.chat_id == bindparam("b_chat")))
 
 
 def _inbox_update(expected: str | tuple[str, ...] | None) -> Any:

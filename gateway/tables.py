@@ -135,6 +135,18 @@ chat_log = Table(
 )
 
 
+# Per platform and chat, where an adapter reads from again after a restart: the id of the last message it
+# took there (platforms that do not redeliver what was posted while the bot was away read it back).
+platform_cursors = Table(
+    "platform_cursors",
+    metadata,
+    Column("platform", String(32), primary_key=True),
+    Column("chat_id", String(256), primary_key=True),
+    Column("position", String(256), nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+
+
 # ---- approvals of dangerous commands (gateway/approvals/) ----------------------------------------
 
 

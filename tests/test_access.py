@@ -173,6 +173,21 @@ def test_allowed_channels_limit_groups_but_not_dms(group_policy) -> None:
     assert not control.allowed(Source("telegram", "-200", "9", chat_type="group"))
 
 
+def test_allowed_roles_admit_holders_on_their_platform_only() -> None:
+    """A platform's ``allowed_roles`` admit whoever the adapter saw holding one (``Source.roles``): the check
+    stays generic, the adapter reads the roles with the event."""
+    cfg = parse_config({"platforms": {"discord": {"allowed_roles": [42, "43"], "allowed_channels": ["100"]}}})
+    control = AccessControl(cfg)
+    member = Source("discord", "100", "9", chat_type="group", scope="1", roles=("7", "43"))
+    assert control.allowed(member) and control.known(member) and not control.admin(member)
+    assert not control.allowed(Source("discord", "100", "9", chat_type="group", scope="1", roles=("7",)))
+    assert not control.allowed(Source("discord", "200", "9", chat_type="group", scope="1", roles=("42",)))
+    assert not control.allowed(Source("telegram", "100", "9", chat_type="group", roles=("42",)))
+    # Roles survive the inbox: a recovered message is judged the same way.
+    assert Source.from_dict(member.to_dict()) == member
+    assert "roles" not in Source("discord", "100", "9").to_dict()
+
+
 def test_allowed_users_entries_must_name_the_platform() -> None:
     with pytest.raises(ConfigError, match=r"access\.allowed_users.*platform:user_id"):
         parse_config({"access": {"allowed_users": ["12345"]}})

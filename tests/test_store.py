@@ -89,3 +89,18 @@ async def test_an_older_database_gets_the_new_columns(tmp_path):
     await store.close()
     assert row is not None and row["status"] == "done"
     assert "owner" in row and row["owner"] is None and "lease_until" in row
+
+
+async def test_platform_cursors_are_saved_per_platform_and_chat(db_url):
+    store = Store(db_url)
+    await store.init()
+    try:
+        assert await store.cursors_load("discord") == {}
+        await store.cursors_save("discord", {"10": "100", "20": "200"})
+        await store.cursors_save("discord", {"10": "150"})
+        await store.cursors_save("slack", {"10": "x"})
+        await store.cursors_save("discord", {})
+        assert await store.cursors_load("discord") == {"10": "150", "20": "200"}
+        assert await store.cursors_load("slack") == {"10": "x"}
+    finally:
+        await store.close()

@@ -14,6 +14,7 @@ PLATFORMS: dict[str, tuple[str, str]] = {
     "web": ("web.adapter:WebAdapter", "web.config:WebConfig"),
     "telegram": ("telegram.adapter:TelegramAdapter", "telegram.config:TelegramConfig"),
     "slack": ("slack.adapter:SlackAdapter", "slack.config:SlackConfig"),
+    "discord": ("discord.adapter:DiscordAdapter", "discord.config:DiscordConfig"),
 }
 
 

@@ -43,20 +43,26 @@ class Source:
     user_name: str | None = None
     # The level above the chat where a platform has one: a Discord guild, a Slack workspace (team).
     scope: str | None = None
+    # The groups the sender holds in ``scope`` where the platform has them (Discord roles), as the adapter
+    # read them with the event: the access check admits a sender by role (a platform's ``allowed_roles``).
+    roles: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "platform": self.platform, "chat_id": self.chat_id, "user_id": self.user_id,
             "chat_type": self.chat_type, "thread_id": self.thread_id, "user_name": self.user_name,
             "scope": self.scope,
         }
+        if self.roles:
+            d["roles"] = list(self.roles)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Source:
         return cls(
             platform=d["platform"], chat_id=d["chat_id"], user_id=d["user_id"],
             chat_type=d.get("chat_type", "dm"), thread_id=d.get("thread_id"), user_name=d.get("user_name"),
-            scope=d.get("scope"),
+            scope=d.get("scope"), roles=tuple(d.get("roles") or ()),
         )
 
 
@@ -248,6 +254,15 @@ class ChatLog(Protocol):
     async def chat_log_list(self, platform: str, chat_id: str, limit: int = 500) -> list[dict[str, Any]]: ...
 
 
+class Cursors(Protocol):
+    """Per platform, a position per chat that the adapter reads from again after a restart (the id of the
+    last message taken there), for platforms that do not redeliver what was sent while the bot was away."""
+
+    async def cursors_load(self, platform: str) -> dict[str, str]: ...
+
+    async def cursors_save(self, platform: str, cursors: Mapping[str, str]) -> None: ...
+
+
 @dataclass(frozen=True)
 class AdapterContext:
     """Everything an adapter is built with: its own config section, the gateway port, its places on disk."""
@@ -258,6 +273,7 @@ class AdapterContext:
     media_dir: Path
     chat_log: ChatLog
     platforms: Mapping[str, Any] = field(default_factory=dict)  # every platform's config, read-only
+    cursors: Cursors | None = None
 
 
 class PlatformAdapter(abc.ABC):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.adapters.discord_driver import DiscordDriver
 from tests.adapters.driver import PlatformDriver
 from tests.adapters.slack_driver import SlackHttpDriver, SlackSocketDriver
 from tests.adapters.telegram_driver import TelegramDriver, TelegramWebhookDriver
@@ -20,6 +21,7 @@ DRIVERS: dict[str, type[PlatformDriver]] = {
     "web": WebDriver,
     "slack-socket": SlackSocketDriver,
     "slack-http": SlackHttpDriver,
+    "discord": DiscordDriver,
 }
 
 

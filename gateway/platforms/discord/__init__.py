@@ -1,0 +1,5 @@
+"""Discord through discord.py: adapter (lifecycle, gateway events, slash commands, presses), inbound (normalising
+messages and interactions), outbound (rendering, sending, editing), interactions (acknowledged at once, answered
+later), backfill (per-channel cursors; what was posted while the bot was away), transport (discord.py pointed at
+the API, error mapping), config. Importing this package imports neither discord.py nor the adapter: the config
+loader reads ``config`` alone."""

@@ -1,0 +1,295 @@
+"""Discord through discord.py: the adapter's lifecycle, the gateway's events, slash commands, button presses.
+
+discord.py's ``Client`` keeps the gateway websocket (IDENTIFY, heartbeats, RESUME after a cut connection,
+reconnecting with backoff) and the REST client with its rate limits; the adapter only reacts to its events:
+
+- ``MESSAGE_CREATE``: taken in order per channel through ``ChannelLog`` (backfill.py), which also reads back
+  what was posted while the bot was away, on every new gateway session. Discord does not redeliver, so there is
+  no acknowledgement to send; the cursor of a channel moves only past messages the inbox holds.
+- ``INTERACTION_CREATE``: a slash command or a button press. Discord wants an answer within 3 seconds and never
+  sends an interaction twice, so it is acknowledged (deferred) at once, before the inbox write: persisting first
+  would buy nothing, and a slow database must not cost the window. The command's answer and the presser's
+  notice follow through the interaction (interactions.py), ephemeral.
+
+The adapter's state follows the gateway (``retrying`` while discord.py reconnects), which ``/readyz`` shows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+import discord
+import structlog
+
+from gateway.configbase import secret
+from gateway.platforms.base import (
+    AdapterContext,
+    Button,
+    ButtonPress,
+    Capabilities,
+    InboundMessage,
+    OutboundMessage,
+    PlatformAdapter,
+    ShuttingDown,
+)
+from gateway.platforms.discord.backfill import ChannelLog, Outcome
+from gateway.platforms.discord.config import DiscordConfig
+from gateway.platforms.discord.inbound import DiscordInbound
+from gateway.platforms.discord.interactions import Interactions
+from gateway.platforms.discord.outbound import MAX_CHARS, DiscordOutbound, render, utf16_len
+from gateway.platforms.discord.transport import client_options, point_at
+
+log = structlog.get_logger("herald.discord")
+
+START_TIMEOUT = 60.0
+_COMMAND_NAME = re.compile(r"[-_a-z0-9]{1,32}")
+NOT_ALLOWED = "You are not allowed to use this bot here."
+RESTARTING = "Herald is restarting; please try again in a moment."
+
+
+class InvalidToken(Exception):
+    """The token was refused (named so that /readyz gives the operator its hint: check the token)."""
+
+
+class _Client(discord.Client):
+    """discord.py's client with its events handed to the adapter."""
+
+    def __init__(self, adapter: DiscordAdapter, **options: Any) -> None:
+        super().__init__(**options)
+        self.herald = adapter
+
+    async def on_connect(self) -> None:
+        # Dispatched on READY, before any of the new session's messages: their read-back comes first.
+        self.herald.channels.read_back_all()
+
+    async def on_ready(self) -> None:
+        self.herald.connected()
+
+    async def on_resumed(self) -> None:
+        self.herald.connected()
+
+    async def on_disconnect(self) -> None:
+        self.herald.disconnected()
+
+    async def on_message(self, message: discord.Message) -> None:
+        self.herald.channels.live(message)
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        await self.herald.interaction(interaction)
+
+
+class DiscordAdapter(PlatformAdapter):
+    name = "discord"
+    capabilities = Capabilities(max_message_length=MAX_CHARS, dialect="discord", buttons=True, edits=True,
+                                threads=True, typing=True)
+    prompt_hint = ("You are talking on Discord. Your Markdown is shown formatted (bold, italic, headings, lists, "
+                   "quotes, code blocks, links); tables are not, so prefer lists. Long answers arrive as several "
+                   "messages.")
+
+    def __init__(self, ctx: AdapterContext) -> None:
+        super().__init__(ctx)
+        self.cfg: DiscordConfig = ctx.config
+        self.client: discord.Client | None = None
+        self.interactions = Interactions()
+        self.inbound = DiscordInbound(self.name, self.cfg, self.gateway, ctx.media_dir, lambda: self.client)
+        self.outbound = DiscordOutbound(lambda: self.client, self.interactions)
+        self.channels = ChannelLog(self.name, ctx.cursors, self.cfg.backfill_max_age, self._process,
+                                   lambda: self.client)
+        self._runner: asyncio.Task[None] | None = None
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        token = secret(self.cfg.token_env)
+        if not token:
+            raise RuntimeError(f"platforms.discord is enabled but the bot token is not set: put it in the "
+                               f"environment variable {self.cfg.token_env} (or $HERALD_HOME/.env)")
+        point_at(self.cfg.api_base_url, self.cfg.gateway_url)
+        self.channels = ChannelLog(self.name, self.ctx.cursors, self.cfg.backfill_max_age, self._process,
+                                   lambda: self.client)
+        await self.channels.start()
+        client = _Client(self, **client_options())
+        self.client = client
+        try:
+            await client.login(token)  # GET /users/@me
+        except discord.LoginFailure as exc:
+            raise InvalidToken(f"Discord refused the bot token in {self.cfg.token_env}") from exc
+        assert client.user is not None
+        self.inbound.bot_id = client.user.id
+        await self._sync_commands(client)
+        self._runner = runner = asyncio.create_task(client.connect(reconnect=True), name="discord:gateway")
+        ready = asyncio.create_task(client.wait_until_ready())
+        done, _ = await asyncio.wait({runner, ready}, timeout=START_TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
+        if ready not in done:
+            ready.cancel()
+            if runner.done():
+                exc = runner.exception()
+                raise exc if exc is not None else ConnectionError("the Discord gateway closed the connection")
+            raise TimeoutError(f"the Discord gateway did not get ready within {START_TIMEOUT:.0f}s")
+        log.info("discord_connected", bot=str(client.user), guilds=len(client.guilds),
+                 channels_tracked=len(self.channels.cursors))
+
+    async def stop(self) -> None:
+        self.outbound.stop()
+        await self.interactions.stop()
+        client, self.client = self.client, None
+        if client is not None:
+            try:
+                await client.close()
+            except Exception as exc:
+                log.debug("discord_close_failed", error=str(exc))
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            runner.cancel()
+            await asyncio.gather(runner, return_exceptions=True)
+        await self.channels.stop()  # after the client: no new messages; cursors saved last
+
+    def credentials(self) -> list[tuple[str, str]]:
+        token = secret(self.cfg.token_env)
+        return [("discord", token)] if token else []
+
+    async def wait_closed(self) -> None:
+        """discord.py reconnects by itself; its loop ends only on what it cannot fix (a revoked token, a missing
+        privileged intent): then the supervisor restarts the adapter with backoff."""
+        assert self._runner is not None
+        await asyncio.shield(self._runner)
+        raise ConnectionError("the Discord gateway connection closed")
+
+    def connected(self) -> None:
+        if self.client is not None and self.state != "connected":
+            self.state, self.last_error = "connected", None
+            log.info("discord_gateway_up")
+
+    def disconnected(self) -> None:
+        if self.client is not None and not self.client.is_closed() and self.state == "connected":
+            self.state = "retrying"
+            self.last_error = "ConnectionError: the gateway connection dropped; discord.py is reconnecting"
+            log.warning("discord_gateway_down")
+
+    async def _sync_commands(self, client: discord.Client) -> None:
+        """The command registry as application commands: in ``guild_ids`` (shown at once) or globally."""
+        menu = self.gateway.command_menu(self.name)
+        self.inbound.command_names = frozenset(name for name, _ in menu)
+        option = {"type": 3, "name": "args", "description": "what follows the command", "required": False}
+        payload = [{"name": name, "description": (desc or name)[:100], "type": 1, "options": [option],
+                    "contexts": [0, 1], "integration_types": [0]}
+                   for name, desc in menu if _COMMAND_NAME.fullmatch(name)][:100]
+        app = client.application_id
+        try:
+            assert app is not None
+            if self.cfg.guild_ids:
+                for guild in self.cfg.guild_ids:
+                    await client.http.bulk_upsert_guild_commands(app, int(guild), payload)
+                await client.http.bulk_upsert_global_commands(app, [])  # not listed twice
+            else:
+                await client.http.bulk_upsert_global_commands(app, payload)
+        except Exception as exc:  # a menu is a nicety: never a reason not to connect
+            log.warning("discord_commands_failed", error=f"{type(exc).__name__}: {exc}")
+
+    # ---- inbound ---------------------------------------------------------------------------------
+
+    async def _process(self, message: discord.Message) -> Outcome:
+        if message.author.id == self.inbound.bot_id:
+            return "own"
+        try:
+            msg = await self.inbound.normalise(message)
+        except Exception as exc:
+            # A bug in normalising one message must not wedge its channel.
+            log.error("discord_message_failed", message_id=message.id, error=f"{type(exc).__name__}: {exc}")
+            return "left"
+        if msg is None:
+            return "left"
+        try:
+            return "taken" if await self.accept(msg) else "left"
+        except ShuttingDown:
+            return "failed"
+        except Exception as exc:
+            log.error("discord_accept_failed", message_id=message.id, error=f"{type(exc).__name__}: {exc}")
+            return "failed"
+
+    async def interaction(self, interaction: discord.Interaction) -> None:
+        try:
+            if interaction.type is discord.InteractionType.component:
+                await self._pressed(interaction)
+            elif interaction.type is discord.InteractionType.application_command:
+                await self._command(interaction)
+        except Exception:
+            log.exception("discord_interaction_failed", interaction_id=interaction.id)
+
+    async def _pressed(self, interaction: discord.Interaction) -> None:
+        handle = self.interactions.handle(interaction)
+        custom_id = str((interaction.data or {}).get("custom_id", ""))
+        button_id = self.outbound.button_id(custom_id) if custom_id else None
+        if button_id is None:  # a digest from before a restart
+            self.interactions.refuse(interaction, "This button is no longer active.")
+            return
+        # Acknowledged at once (the button stops spinning); the notice follows as an ephemeral message.
+        self.interactions.defer(interaction, thinking=False, ephemeral=True)
+        press = await self.inbound.press(interaction, handle)
+        self.press(ButtonPress(press.source, button_id, press.message_id, handle))
+
+    async def _command(self, interaction: discord.Interaction) -> None:
+        handle = self.interactions.handle(interaction)
+        msg = await self.inbound.command(interaction, handle)
+        if not self.gateway.may_talk(msg.source):
+            self.interactions.refuse(interaction, NOT_ALLOWED)
+            await self._accept_refused(msg)
+            return
+        self.interactions.defer(interaction, thinking=True, ephemeral=True)
+        try:
+            await self.accept(msg)
+        except ShuttingDown:
+            await self._say(msg, RESTARTING)
+        except Exception as exc:
+            log.error("discord_accept_failed", interaction_id=interaction.id, error=f"{type(exc).__name__}: {exc}")
+            await self._say(msg, f"That did not work ({type(exc).__name__}); please try again.")
+
+    async def _accept_refused(self, msg: InboundMessage) -> None:
+        """Recorded as denied like any stranger's message (and a DM gets its pairing code)."""
+        try:
+            await self.accept(msg)
+        except Exception as exc:
+            log.info("discord_accept_failed", error=f"{type(exc).__name__}: {exc}")
+
+    async def _say(self, msg: InboundMessage, text: str) -> None:
+        out = OutboundMessage(text, thread_id=msg.source.thread_id, reply_handle=msg.reply_handle, ephemeral=True)
+        try:
+            await self.outbound.send(msg.source.chat_id, text, out, None)
+        except Exception as exc:
+            log.info("discord_notice_failed", error=str(exc))
+
+    async def answer_press(self, press: ButtonPress, notice: str | None) -> bool:
+        """The notice as an ephemeral follow-up only the presser sees; False (the gateway posts it into the chat)
+        when the interaction is not known here or its acknowledgement failed."""
+        live = self.interactions.get(press.reply_handle)
+        if live is None or not await live.wait_acknowledged():
+            return False
+        if not notice:
+            return True
+        try:
+            await live.interaction.followup.send(notice[:MAX_CHARS], ephemeral=True)
+        except Exception as exc:
+            log.info("discord_press_answer_failed", error=f"{type(exc).__name__}: {exc}")
+            return False
+        return True
+
+    # ---- outbound --------------------------------------------------------------------------------
+
+    def render(self, markdown: str) -> str:
+        return render(markdown)
+
+    def measure(self, text: str) -> int:
+        return utf16_len(text)
+
+    async def send(self, chat_id: str, text: str, message: OutboundMessage, *,
+                   idempotency_key: str | None = None) -> list[str]:
+        return await self.outbound.send(chat_id, text, message, idempotency_key)
+
+    async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None = None,
+                   *, thread_id: str | None = None) -> None:
+        await self.outbound.edit(chat_id, message_id, text, buttons, thread_id)
+
+    async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
+        self.outbound.typing(chat_id, thread_id)

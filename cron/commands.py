@@ -16,7 +16,7 @@ from gateway.store import Store
 if TYPE_CHECKING:
     from cron.scheduler import CronScheduler
 
-USAGE = "Usage: /cron [list] | /cron pause ID | /cron resume ID | /cron remove ID | /cron run ID"
+USAGE = "Usage: {c} [list] | {c} pause ID | {c} resume ID | {c} remove ID | {c} run ID"
 
 
 def register_cron_commands(registry: CommandRegistry, store: Store,
@@ -38,9 +38,10 @@ def register_cron_commands(registry: CommandRegistry, store: Store,
                 return "No scheduled jobs here. Ask me to schedule one, or use `herald cron add`."
             return "Scheduled jobs:\n" + "\n".join(job_line(j) for j in jobs)
         if verb not in ("pause", "resume", "remove", "run"):
-            return USAGE
+            return USAGE.format(c=ctx.adapter.capabilities.command("cron"))
         if not job_id:
-            return f"Which job? /cron {verb} ID (ids are in /cron list)."
+            cron_command = ctx.adapter.capabilities.command("cron")
+            return f"Which job? {cron_command} {verb} ID (ids are in {cron_command} list)."
         try:
             result = await api.do(verb, {"id": job_id}, source)
         except JobError as exc:

@@ -14,7 +14,7 @@ def register_builtin_commands(registry: CommandRegistry, turns: TurnControl, ses
                               approvals: SessionDenials, model_name: str | None) -> None:
     @registry.command("help", "list the commands", aliases=("commands",))
     async def help_(ctx: CommandContext) -> str:
-        return registry.help_text(ctx.adapter.name)
+        return registry.help_text(ctx.adapter.name, ctx.adapter.capabilities.command_prefix)
 
     @registry.command("new", "start a fresh conversation", aliases=("reset",))
     async def new(ctx: CommandContext) -> str:
@@ -38,7 +38,8 @@ def register_builtin_commands(registry: CommandRegistry, turns: TurnControl, ses
         waiting = len(turns.queued(ctx.session_key))
         text = "⏹ Stopped."
         if waiting:
-            text += f" {waiting} queued message(s) are still waiting; /queue clear drops them."
+            text += (f" {waiting} queued message(s) are still waiting; "
+                     f"{ctx.adapter.capabilities.command('queue', 'clear')} drops them.")
         return text
 
     @registry.command("status", "what this session is doing")

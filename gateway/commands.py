@@ -80,11 +80,11 @@ class CommandRegistry:
     def for_platform(self, platform: str) -> list[Command]:
         return [c for c in self._commands.values() if c.available_on(platform)]
 
-    def help_text(self, platform: str) -> str:
+    def help_text(self, platform: str, prefix: str = "/") -> str:
         lines = ["Commands:"]
         for c in self.for_platform(platform):
-            usage = f"/{c.name}" + (f" {c.args_hint}" if c.args_hint else "")
-            alias = f" (also /{', /'.join(c.aliases)})" if c.aliases else ""
+            usage = f"{prefix}{c.name}" + (f" {c.args_hint}" if c.args_hint else "")
+            alias = f" (also {', '.join(prefix + a for a in c.aliases)})" if c.aliases else ""
             lines.append(f"{usage} — {c.description}{alias}")
         return "\n".join(lines)
 

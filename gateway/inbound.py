@@ -115,12 +115,14 @@ class Inbound:
         try:
             command = self.commands.lookup(call.name)
             admin = self.access.admin(source, adapter.trusted)
+            caps = adapter.capabilities
             if command is None:
-                reply: str | None = f"Unknown command /{call.name}. /help lists the commands."
+                reply: str | None = (f"Unknown command {caps.command(call.name)}. "
+                                     f"{caps.command('help')} lists the commands.")
             elif not command.available_on(adapter.name):
-                reply = f"/{command.name} is not available here."
+                reply = f"{caps.command(command.name)} is not available here."
             elif command.admin_only and not admin:
-                reply = f"/{command.name} is for admins only."
+                reply = f"{caps.command(command.name)} is for admins only."
             else:
                 reply = await command.handler(CommandContext(adapter, item.msg, item.key, call.args, admin))
             await self.store.inbox_set(item.inbox_id, "done", expected="pending")
@@ -129,7 +131,8 @@ class Inbound:
         except Exception as exc:
             log.exception("command_failed", command=call.name)
             await self.store.inbox_set(item.inbox_id, "failed", error=redact(str(exc)), expected="pending")
-            await self._reply(adapter, item, f"/{call.name} failed: {type(exc).__name__}. Details are in the log.")
+            await self._reply(adapter, item, f"{adapter.capabilities.command(call.name)} failed: {type(exc).__name__}. "
+                                             "Details are in the log.")
         finally:
             structlog.contextvars.unbind_contextvars("session_key", "platform")
 

@@ -84,7 +84,7 @@ class Lanes:
         if busy and len(lane.queue) >= self.cfg.max_queue:
             self.counters["queue_rejected"] += 1
             waiting = len(lane.queue)
-            self.life.spawn(self._reject(item, waiting), name="lane:reject")
+            self.life.spawn(self._reject(item, waiting, adapter.capabilities.command("queue")), name="lane:reject")
             return
         lane.queue.append(item)
         if busy and notify:
@@ -99,11 +99,11 @@ class Lanes:
     def _tell(self, source: Any, text: str) -> None:
         self.life.spawn(self.notifier.notify(source, text), name="lane:notice")
 
-    async def _reject(self, item: Accepted, waiting: int) -> None:
+    async def _reject(self, item: Accepted, waiting: int, queue_command: str) -> None:
         await self.store.inbox_set(item.inbox_id, "rejected", error="queue full", expected="pending")
         await self.notifier.notify(item.msg.source,
                                    f"⚠️ {waiting} messages are already waiting, so I did not take this one. "
-                                   "Send it again once I have caught up (/queue shows the waiting ones).")
+                                   f"Send it again once I have caught up ({queue_command} shows the waiting ones).")
 
     async def _drain(self, lane: Lane) -> None:
         assert self.run_turn is not None

@@ -316,7 +316,8 @@ class PairingService:
         elif len(parts) == 2:
             platform, code = parts[0].lower(), parts[1]
         else:
-            return "Usage: /pair <code>, or /pair <platform> <code> for another platform."
+            pair = ctx.adapter.capabilities.command("pair")
+            return f"Usage: {pair} <code>, or {pair} <platform> <code> for another platform."
         who = ctx.message.source
         result = await self.approve(platform, code, f"{who.platform}:{who.user_id}")
         return describe(result, platform)

@@ -266,3 +266,22 @@ async def test_the_agents_shell_cannot_read_the_daemons_secrets(make_runner, fak
     out = next(x for x in texts if "tool said" in x)
     assert "marker-42" in out
     assert "tok-very-secret-value" not in out and "sk-test-not-for-the-shell" not in out
+
+
+async def test_messages_name_commands_the_way_this_platform_types_them(make_runner, fake_llm, tmp_path):
+    """Where "/" belongs to the platform (Slack), the gateway writes "!stop", "!approve ID", ... everywhere."""
+    from dataclasses import replace
+
+    from tests.qa_channel import QAAdapter
+
+    class Bang(QAAdapter):
+        name = "bang"
+        capabilities = replace(QAAdapter.capabilities, command_prefix="!")
+
+    _runner, qa = await make_runner({"tools": {"terminal": {"cwd": str(tmp_path)}}}, adapters=[Bang])
+    await qa.say("/help")
+    (help_text,) = await qa.wait_for(lambda t: len(t) == 1)
+    assert "!new" in help_text and "!stop" in help_text and "/new" not in help_text
+    await qa.say('[tool=terminal:{"command": "rm -rf ' + str(tmp_path / "x") + '"}]')
+    prompt = (await qa.wait_for(lambda t: any("Approval needed" in x for x in t)))[-1]
+    assert "!approve" in prompt and "!deny" in prompt and "/approve" not in prompt

@@ -40,7 +40,7 @@ from gateway.config import ApprovalsConfig
 from gateway.delivery import Delivery
 from gateway.instance import Instance
 from gateway.metrics import NULL_METRICS, Metrics
-from gateway.platforms.base import Button, ButtonPress, OutboundMessage, PlatformAdapter, Source
+from gateway.platforms.base import Button, ButtonPress, Capabilities, OutboundMessage, PlatformAdapter, Source
 from gateway.ports import Adapters, Lifecycle, Notifier
 from tools.dangerous import Decision, matches_allowlist
 
@@ -196,18 +196,21 @@ class ApprovalBroker:
 
     def _prompt_text(self, req: Request) -> str:
         waiting = self.pending_in_chat(req.source.platform, req.source.chat_id)
-        hint = f"/approve {req.id}" if len(waiting) > 1 else "/approve"
+        adapter = self.adapters.get(req.source.platform)
+        caps = adapter.capabilities if adapter is not None else Capabilities()
+        hint = caps.command("approve", req.id if len(waiting) > 1 else "")
+        deny = caps.command("deny")
         if req.scheduled:
             return (f"⚠️ Approval needed (id {req.id})\n"
                     f"The agent wants to schedule this script:\n{fenced(req.display)}\n"
                     f"Why it asks: {req.reason}.\n"
-                    f"Answer with the buttons, or {hint}, or /deny. Approving covers this script in this job only "
+                    f"Answer with the buttons, or {hint}, or {deny}. Approving covers this script in this job only "
                     "(a changed script is asked again). "
                     f"It is denied if nobody answers within {duration(self.timeout_seconds)}.")
         return (f"⚠️ Approval needed (id {req.id})\n"
                 f"The agent wants to run:\n{fenced(req.display)}\n"
                 f"Why it asks: {req.reason}.\n"
-                f"Answer with the buttons, or {hint} (add `session` or `always`), or /deny. "
+                f"Answer with the buttons, or {hint} (add `session` or `always`), or {deny}. "
                 f"It is denied if nobody answers within {duration(self.timeout_seconds)}.")
 
     async def _store_new(self, req: Request, status: str, scope: str | None, via: str | None) -> None:

@@ -25,7 +25,9 @@ async def _answer_from_chat(broker: ApprovalBroker, ctx: CommandContext, deny: b
     notice = await broker.decide(ident, choice, source, "command", ctx.adapter.trusted)
     left = [r.id for r in broker.pending_in_chat(ctx.adapter.name, source.chat_id)]
     if left:
-        notice += f" Still waiting: {', '.join(left)} (/approve ID or /deny ID)."
+        caps = ctx.adapter.capabilities
+        answers = f"{caps.command('approve', 'ID')} or {caps.command('deny', 'ID')}"
+        notice += f" Still waiting: {', '.join(left)} ({answers})."
     return notice
 
 

@@ -177,6 +177,12 @@ class Capabilities:
     typing: bool = False
     # ``send`` honours its idempotency key: a chunk resent after a crash is not shown twice.
     idempotent_send: bool = False
+    # How a person types a command here ("/" almost everywhere; Slack keeps "/" for its own slash commands):
+    # what the gateway writes when it names one in a message ("send /stop", "/approve ID").
+    command_prefix: str = "/"
+
+    def command(self, name: str, args: str = "") -> str:
+        return f"{self.command_prefix}{name}" + (f" {args}" if args else "")
 
 
 @dataclass(slots=True)

@@ -49,7 +49,7 @@ PING_INTERVAL = 10.0  # Socket Mode's ping; a connection silent for 4 of these i
 class SlackAdapter(PlatformAdapter):
     name = "slack"
     capabilities = Capabilities(max_message_length=MAX_TEXT, dialect="slack_mrkdwn", buttons=True, edits=True,
-                                threads=True, typing=True)
+                                threads=True, typing=True, command_prefix="!")
     prompt_hint = ("You are talking on Slack. Your Markdown is shown as Slack formatting (bold, italics, "
                    "strikethrough, links, code, lists, quotes); tables show as code blocks.")
 

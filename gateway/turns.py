@@ -86,20 +86,34 @@ class TurnSlot:
 
     def take_back(self, interrupt: threading.Event | None = None) -> None:
         """In the worker thread, once the person answered: wait for a slot again (or for the interrupt)."""
-        coro = self.acquire()
-        try:
-            future = asyncio.run_coroutine_threadsafe(coro, self._loop)
-        except RuntimeError:
-            coro.close()
-            return
-        while True:
-            try:
-                future.result(timeout=0.1)
+        acquired = threading.Event()
+        state: dict[str, Any] = {}
+
+        def start() -> None:  # on the loop: the coroutine exists only once the loop runs it
+            if state.get("abandoned"):
                 return
-            except TimeoutError:
-                if interrupt is not None and interrupt.is_set():
-                    future.cancel()
-                    return
+            task = state["task"] = asyncio.ensure_future(self.acquire())
+            task.add_done_callback(lambda _task: acquired.set())
+
+        def abandon() -> None:
+            state["abandoned"] = True
+            task = state.get("task")
+            if task is not None:
+                task.cancel()
+
+        try:
+            self._loop.call_soon_threadsafe(start)
+        except RuntimeError:  # the loop is gone (shutdown)
+            return
+        while not acquired.wait(0.1):
+            if self._loop.is_closed():
+                return
+            if interrupt is not None and interrupt.is_set():
+                try:
+                    self._loop.call_soon_threadsafe(abandon)
+                except RuntimeError:
+                    pass
+                return
 
 
 class TurnExecutor:

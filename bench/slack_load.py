@@ -23,160 +23,55 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import os
-import shutil
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.fakes.llm import FakeLLMThread, Reply, last_user_message, message_text  # noqa: E402
+from bench.harness import (  # noqa: E402
+    LOG_LEVELS,
+    REPLY_TIMEOUT,
+    Conversations,
+    Daemon,
+    LoadResult,
+    Report,
+    echo_model,
+    herald_config,
+    measure,
+    percentile,
+    run_async,
+)
 from tests.fakes.slack_api import FakeSlack, SlackMessage  # noqa: E402
 
-HERALD_BIN = Path(sys.executable).with_name("herald")
-REPLY_TIMEOUT = 30.0
 TARGET_RATE = 100.0
 TARGET_P99_MS = 1000.0
 ACK_LIMIT_S = 3.0  # Slack's
 FIRST_CHAT = 10_000
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def percentile(values: list[float], p: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(p / 100 * len(ordered) + 0.5)))
-    return ordered[rank - 1]
-
-
-def rss_mb(pid: int) -> tuple[float, float]:
-    """(current RSS, peak RSS) of a process in MB, from /proc."""
-    values = {}
-    with contextlib.suppress(OSError), open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, rest = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                values[key] = int(rest.split()[0]) / 1024
-    return values.get("VmRSS", float("nan")), values.get("VmHWM", float("nan"))
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time a process has used so far, from /proc."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def user(n: int) -> str:
-    return f"U{n:08d}"
+    return f"U{FIRST_CHAT + n:08d}"
 
 
 def dm(n: int) -> str:
-    return f"D{n:08d}"
+    return f"D{FIRST_CHAT + n:08d}"
 
 
-class Daemon:
-    def __init__(self, home: Path, port: int, llm_url: str, fake: FakeSlack, mode: str, users: list[str],
-                 log_level: str) -> None:
-        self.home = home
-        self.port = port
-        config = {
-            "model": {"base_url": llm_url, "name": "fake-model", "max_retries": 0},
-            "http": {"port": port},
-            # Room for the 64 slow turns and the fast chats beside them.
-            "gateway": {"max_concurrent_turns": 128, "drain_seconds": 5, "max_queue": 50},
-            "logging": {"level": log_level},
-            "platforms": {
-                "web": {"enabled": False},
-                "slack": {"enabled": True, "mode": mode, "api_base_url": fake.api_url, "allowed_users": users},
-            },
-        }
-        (home / "config.yaml").write_text(yaml.safe_dump(config))
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("HERALD_", "SLACK_"))}
-        env.update(HERALD_HOME=str(home), XDG_STATE_HOME=str(home / "state"), SLACK_BOT_TOKEN=fake.bot_token,
-                   SLACK_APP_TOKEN=fake.app_token, SLACK_SIGNING_SECRET=fake.signing_secret)
-        self._out = open(home / "stdout.txt", "wb")  # noqa: SIM115 - closed in stop()
-        self._err = open(home / "stderr.txt", "wb")  # noqa: SIM115
-        self.proc = subprocess.Popen([str(HERALD_BIN), "run"], cwd=REPO, env=env, stdin=subprocess.DEVNULL,
-                                     stdout=self._out, stderr=self._err)
+class SlackLoad:
+    """Hands users' messages to the daemon through the fake Slack in one mode, and times each acknowledgement."""
 
-    async def wait_ready(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        url = f"http://127.0.0.1:{self.port}/readyz"
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"herald exited with {self.proc.returncode}:\n{self.stderr()[-2000:]}")
-
-            def probe() -> bool:
-                with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2) as resp:
-                    return resp.status == 200
-                return False
-
-            if await asyncio.to_thread(probe):
-                return
-            await asyncio.sleep(0.1)
-        raise RuntimeError(f"herald was not ready within {timeout}s:\n{self.stderr()[-2000:]}")
-
-    def stderr(self) -> str:
-        return (self.home / "stderr.txt").read_text(errors="replace")
-
-    def stop(self) -> int | None:
-        try:
-            if self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGTERM)
-                try:
-                    self.proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait()
-            return self.proc.returncode
-        finally:
-            self._out.close()
-            self._err.close()
-
-
-class Load:
-    """Users on the fake Slack; what the bot answered; how fast each event was acknowledged."""
-
-    def __init__(self, fake: FakeSlack, mode: str, port: int) -> None:
+    def __init__(self, fake: FakeSlack, mode: str, events_url: str) -> None:
         self.fake = fake
         self.mode = mode
-        self.url = f"http://127.0.0.1:{port}/slack/events"
-        self.waiting: dict[str, tuple[float, asyncio.Future[float]]] = {}
-        self.answers: dict[str, int] = {}
+        self.url = events_url
         self.acks: list[float] = []
         self.unacked = 0
-        fake.on_send = self.on_send
+        self._waiting: set[asyncio.Task[None]] = set()  # the loop keeps only weak references to tasks
 
-    def on_send(self, sent: SlackMessage) -> None:
-        now = time.perf_counter()
-        question = sent.text.removeprefix("echo: ")
-        self.answers[question] = self.answers.get(question, 0) + 1
-        entry = self.waiting.pop(question, None)
-        if entry is not None and not entry[1].done():
-            entry[1].set_result(now - entry[0])
-
-    async def send(self, n: int, text: str) -> asyncio.Future[float]:
-        future: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+    async def ask(self, n: int, text: str) -> None:
         body = self.fake.message(dm(n), user(n), text)
-        self.waiting[text] = (time.perf_counter(), future)
         if self.mode == "http":
             status, _, seconds = await self.fake.post(self.url, "events_api", body)
             if status == 200:
@@ -185,8 +80,9 @@ class Load:
                 self.unacked += 1
         else:
             envelope = await self.fake.deliver_socket("events_api", body)
-            asyncio.get_running_loop().create_task(self._socket_ack(envelope))
-        return future
+            task = asyncio.get_running_loop().create_task(self._socket_ack(envelope))
+            self._waiting.add(task)
+            task.add_done_callback(self._waiting.discard)
 
     async def _socket_ack(self, envelope: str) -> None:
         deadline = time.monotonic() + 10
@@ -197,104 +93,68 @@ class Load:
             await asyncio.sleep(0.005)
         self.acks.append(self.fake.acked_at[envelope] - self.fake.handed_out[envelope])
 
-    async def chats(self, chats: int, per_chat: int, tag: str) -> dict[str, Any]:
-        latencies: list[float] = []
-        asked: list[str] = []
 
-        async def chat(n: int) -> None:
-            for i in range(per_chat):
-                text = f"{tag}{n}-{i}"
-                asked.append(text)
-                future = await self.send(n, text)
-                try:
-                    latencies.append(await asyncio.wait_for(future, REPLY_TIMEOUT))
-                except TimeoutError:
-                    return  # counted as lost below
-
-        self.acks.clear()
-        started = time.perf_counter()
-        await asyncio.gather(*(chat(FIRST_CHAT + n) for n in range(chats)))
-        elapsed = time.perf_counter() - started
-        await asyncio.sleep(1.0)  # late duplicates show up here
-        return {"elapsed": elapsed, "answered": len(latencies), "asked": len(asked), "latencies": latencies,
-                "lost": sum(1 for q in asked if self.answers.get(q, 0) == 0),
-                "twice": sum(1 for q in asked if self.answers.get(q, 0) > 1), "acks": list(self.acks)}
-
-
-def report(title: str, result: dict[str, Any], unacked: int) -> bool:
-    lat_ms = [x * 1000 for x in result["latencies"]]
-    ack_ms = [x * 1000 for x in result["acks"]]
-    rate = result["answered"] / result["elapsed"] if result["elapsed"] else 0.0
-    p50, p99 = percentile(lat_ms, 50), percentile(lat_ms, 99)
+def report_phase(report: Report, title: str, result: LoadResult, acks: list[float], unacked: int) -> bool:
+    """The rows of one load; whether it failed (lost, answered twice, or an event not acknowledged in time)."""
+    ack_ms = [x * 1000 for x in acks]
     ack_max = max(ack_ms, default=float("nan"))
-
-    def row(label: str, value: str, target: str = "") -> None:
-        print(f"  {label:34} {value:>14}   {target}")
-
-    def verdict(ok: bool) -> str:
-        return "ok" if ok else "MISSED"
-
     print(title)
-    row("messages answered", f"{result['answered']}/{result['asked']}")
-    row("messages/s", f"{rate:.1f}", f">= {TARGET_RATE:g}  {verdict(rate >= TARGET_RATE)}")
-    row("ingress-to-reply p50", f"{p50:.1f} ms")
-    row("ingress-to-reply p99", f"{p99:.1f} ms", f"< {TARGET_P99_MS:g} ms  {verdict(p99 < TARGET_P99_MS)}")
-    row("ack p50 / p99", f"{percentile(ack_ms, 50):.1f} / {percentile(ack_ms, 99):.1f} ms")
-    row("ack max", f"{ack_max:.1f} ms", f"< {ACK_LIMIT_S * 1000:g} ms  {verdict(ack_max < ACK_LIMIT_S * 1000)}")
-    row("not acknowledged", str(unacked), f"0  {verdict(unacked == 0)}")
-    row("lost", str(result["lost"]), f"0  {verdict(result['lost'] == 0)}")
-    row("answered more than once", str(result["twice"]), f"0  {verdict(result['twice'] == 0)}")
-    return bool(result["lost"] or result["twice"] or unacked or not ack_max < ACK_LIMIT_S * 1000)
+    report.replies(result, rate_target=TARGET_RATE, p99_target_ms=TARGET_P99_MS, brief=True)
+    report.row("ack p50 / p99", f"{percentile(ack_ms, 50):.1f} / {percentile(ack_ms, 99):.1f} ms")
+    report.check("ack max", f"{ack_max:.1f} ms", f"< {ACK_LIMIT_S * 1000:g} ms", ack_max < ACK_LIMIT_S * 1000)
+    report.check("not acknowledged", str(unacked), "0", unacked == 0)
+    report.delivery(result)
+    return bool(result.lost or result.twice or unacked or not ack_max < ACK_LIMIT_S * 1000)
 
 
 async def run_mode(args: argparse.Namespace, mode: str) -> int:
-    def responder(request: dict[str, Any]) -> Reply:
-        text = message_text(last_user_message(request))
-        return Reply("echo: " + text, delay=args.slow_seconds if text.startswith("slow") else 0.0)
-
-    llm = FakeLLMThread()
-    llm.responder = responder
+    llm = echo_model(lambda text: args.slow_seconds if text.startswith("slow") else 0.0)
     fake = FakeSlack()
-    home = Path(tempfile.mkdtemp(prefix="herald-slack-bench-"))
-    slow_first = FIRST_CHAT + args.chats
-    users = [user(FIRST_CHAT + n) for n in range(args.chats + args.slow_turns)]
-    daemon: Daemon | None = None
-    code: int | None = None
+    talk = Conversations()
+
+    def on_send(sent: SlackMessage) -> None:
+        talk.answered(sent.text)
+
+    fake.on_send = on_send
+    report = Report()
     failed = False
     try:
         llm.start()
         await fake.start()
-        port = free_port()
-        daemon = Daemon(home, port, llm.base_url, fake, mode, users, args.log_level)
-        await daemon.wait_ready()
-        load = Load(fake, mode, port)
-        cpu_before = cpu_seconds(daemon.proc.pid)
-        plain = await load.chats(args.chats, args.messages_per_chat, "q")
-        cpu = cpu_seconds(daemon.proc.pid) - cpu_before
-        print(f"\nSlack load ({mode} mode): {args.chats} chats x {args.messages_per_chat} messages, instant model")
-        failed |= report("", plain, load.unacked)
-        print(f"  {'daemon CPU per message':34} {cpu / max(1, plain['answered']) * 1000:>11.2f} ms")
-        # The same again while slow turns run in other chats.
-        load.unacked = 0
-        slow = [await load.send(slow_first + n, f"slow{slow_first + n}") for n in range(args.slow_turns)]
-        busy = await load.chats(args.chats, args.messages_per_chat, "b")
-        slow_acks = list(load.acks)
-        done = await asyncio.wait_for(asyncio.gather(*slow, return_exceptions=True), REPLY_TIMEOUT)
-        still = sum(1 for d in done if isinstance(d, BaseException))
-        failed |= report(f"  ... while {args.slow_turns} turns of {args.slow_seconds:g} s run in other chats:",
-                         {**busy, "acks": slow_acks}, load.unacked)
-        print(f"  {'slow turns answered':34} {args.slow_turns - still:>11}/{args.slow_turns}")
-        failed |= bool(still)
-        code = await asyncio.to_thread(daemon.stop)
-        print(f"  {'daemon exit code on SIGTERM':34} {code!s:>14}   0  {'ok' if code == 0 else 'MISSED'}")
+        slack = {"enabled": True, "mode": mode, "api_base_url": fake.api_url,
+                 "allowed_users": [user(n) for n in range(args.chats + args.slow_turns)]}
+        # Room for the 64 slow turns and the fast chats beside them.
+        config = herald_config(llm.base_url, turns=128, log_level=args.log_level,
+                               platforms={"web": {"enabled": False}, "slack": slack})
+        env = {"SLACK_BOT_TOKEN": fake.bot_token, "SLACK_APP_TOKEN": fake.app_token,
+               "SLACK_SIGNING_SECRET": fake.signing_secret}
+        with Daemon(config, env, home_prefix="herald-slack-bench-") as daemon:
+            await asyncio.to_thread(daemon.wait_ready)
+            load = SlackLoad(fake, mode, daemon.url + "/slack/events")
+            plain, usage = await measure(daemon, talk.run(args.chats, args.messages_per_chat, load.ask))
+            print(f"\nSlack load ({mode} mode): {args.chats} chats x {args.messages_per_chat} messages, instant model")
+            failed |= report_phase(report, "", plain, load.acks, load.unacked)
+            report.cpu(usage, plain, cores=False)
+            # The same again while slow turns run in other chats (numbered after the fast ones).
+            load.unacked = 0
+            slow = []
+            for n in range(args.chats, args.chats + args.slow_turns):
+                slow.append(talk.expect(f"slow{n}"))
+                await load.ask(n, f"slow{n}")
+            load.acks = []  # from here: the acks of the events sent beside the slow turns
+            busy = await talk.run(args.chats, args.messages_per_chat, load.ask, tag="b")
+            done = await asyncio.wait_for(asyncio.gather(*slow, return_exceptions=True), REPLY_TIMEOUT)
+            still = sum(1 for d in done if isinstance(d, BaseException))
+            failed |= report_phase(report, f"  ... while {args.slow_turns} turns of {args.slow_seconds:g} s run in "
+                                   "other chats:", busy, load.acks, load.unacked)
+            report.row("slow turns answered", f"{args.slow_turns - still}/{args.slow_turns}", None)
+            failed |= bool(still)
+            # In a thread: the fake Slack on this loop must keep answering the daemon while it drains.
+            code = await asyncio.to_thread(daemon.stop)
+            report.exit_code(code)
     finally:
-        if daemon is not None and daemon.proc.poll() is None:
-            daemon.stop()
         await fake.stop()
         llm.stop()
-        if code not in (0, None) and daemon is not None:
-            print(daemon.stderr()[-3000:], file=sys.stderr)
-        shutil.rmtree(home, ignore_errors=True)
     return 1 if failed or code != 0 else 0
 
 
@@ -311,12 +171,8 @@ def main() -> int:
     parser.add_argument("--messages-per-chat", type=int, default=50)
     parser.add_argument("--slow-turns", type=int, default=64)
     parser.add_argument("--slow-seconds", type=float, default=6.0)
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    args = parser.parse_args()
-    try:
-        return asyncio.run(run(args))
-    except KeyboardInterrupt:
-        return 130
+    parser.add_argument("--log-level", default="info", choices=LOG_LEVELS)
+    return run_async(run, parser.parse_args())
 
 
 if __name__ == "__main__":

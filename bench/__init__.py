@@ -1,0 +1,1 @@
+"""Load benchmarks; a package so that the scripts, which put the repository on sys.path, import bench.harness."""

@@ -162,6 +162,10 @@ class GatewayRunner:
         self.supervisor.start()
         self.spawn(self.lanes.watchdog(), name="watchdog")
         self.spawn(self._measure_loop_lag(), name="loop-lag")
+        if self.cfg.sessions.retention_days:
+            from gateway.retention import Retention
+
+            self.spawn(Retention(self.store, self.cfg.sessions.retention_days).run(), name="retention")
         if self.cfg.cron.enabled:
             from cron.scheduler import CronScheduler
 

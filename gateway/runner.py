@@ -154,9 +154,12 @@ class GatewayRunner:
         self.agents.build()
         self._build_adapters()
         await self.approvals.start()  # approvals left pending by a gone instance: denied; users told
+        from gateway.dashboard import Dashboard
         from gateway.http import HttpServer
 
-        self._http = HttpServer(self)
+        dashboard = Dashboard(self.readiness, self.adapters, self.lanes, self.sessions, self.approvals,
+                              self.store.run_read, self.notices, lambda: self._stopping)
+        self._http = HttpServer(self, dashboard.routes())
         await self._http.start()
         # Each adapter connects under its credential locks, then recovers what its platform left unfinished.
         self.supervisor.start()

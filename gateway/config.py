@@ -83,6 +83,9 @@ class ResetConfig(_Model):
 class SessionsConfig(_Model):
     per_user_in_groups: bool = True
     reset: ResetConfig = Field(default_factory=ResetConfig)
+    # Delete the messages, inbox and outbox rows of sessions idle longer than this many days (gateway/retention.py);
+    # None = keep everything.
+    retention_days: float | None = Field(default=None, gt=0)
 
 
 class DatabaseConfig(_Model):
@@ -106,6 +109,11 @@ class LoggingConfig(_Model):
     # stderr: "console" (one readable line per event, coloured on a terminal) or "json" (one JSON object
     # per line, for log collectors). The file in $HERALD_HOME/logs is always JSON lines.
     format: Literal["console", "json"] = "console"
+    # The JSON-lines file in $HERALD_HOME/logs: false = stderr only (journald and container runtimes keep it).
+    file: bool = True
+    # Rotation of that file: a new one past this size, this many old ones kept (herald.log.1 ...).
+    max_bytes: int = Field(default=10 * 1024 * 1024, ge=64 * 1024)
+    backups: int = Field(default=5, ge=0, le=1000)
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

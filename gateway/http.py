@@ -53,8 +53,9 @@ class HttpHost(Protocol):
 
 
 class HttpServer:
-    def __init__(self, runner: HttpHost) -> None:
+    def __init__(self, runner: HttpHost, extra_routes: list[web.RouteDef] | None = None) -> None:
         self.runner = runner
+        self._extra_routes = list(extra_routes or [])  # the dashboard's
         self.port = runner.cfg.http.port
         self._runner: web.AppRunner | None = None
         self.app = self._build()
@@ -71,6 +72,7 @@ class HttpServer:
             web.get("/metrics", self._metrics),
             web.get("/api/v1/status", self._status),  # behind the bearer token, like all of /api/
         ])
+        app.add_routes(self._extra_routes)
         for adapter in self.runner.adapters.values():
             app.add_routes(adapter.http_routes())
         return app

@@ -342,8 +342,13 @@ def configure_logging(
     level: str = "info",
     secrets: Iterable[str | None] = (),
     console: bool | None = None,
+    *,
+    file: bool = True,
+    max_bytes: int = _MAX_BYTES,
+    backups: int = _BACKUP_COUNT,
 ) -> None:
-    """Send all logging to ``logs_dir/herald.log`` (JSON lines, rotated) and to stderr.
+    """Send all logging to ``logs_dir/herald.log`` (JSON lines, rotated at ``max_bytes`` keeping ``backups``
+    old files) and to stderr; with ``file=False`` to stderr only (journald, containers collect it).
 
     ``console``: True for the human-readable renderer on stderr, False for JSON lines, None to choose
     by whether stderr is a terminal. Safe to call again: the previous handlers are replaced and
@@ -354,21 +359,23 @@ def configure_logging(
         raise ValueError(f"unknown log level {level!r} (one of: {', '.join(_LEVELS)})")
     _redactor.add(secrets)
 
-    logs_dir = Path(logs_dir)
-    # Owner-only: the log holds chat text and tool output.
-    logs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    handlers: list[logging.Handler] = []
+    if file:
+        logs_dir = Path(logs_dir)
+        # Owner-only: the log holds chat text and tool output.
+        logs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        file_handler = _PrivateRotatingFileHandler(
+            logs_dir / LOG_FILE_NAME, maxBytes=max_bytes, backupCount=backups, encoding="utf-8"
+        )
+        file_handler.setFormatter(
+            structlog.stdlib.ProcessorFormatter(
+                processors=_json_processors(), foreign_pre_chain=_FOREIGN_PRE_CHAIN
+            )
+        )
+        handlers.append(file_handler)
 
     if console is None:
         console = _isatty(sys.stderr)
-
-    file_handler = _PrivateRotatingFileHandler(
-        logs_dir / LOG_FILE_NAME, maxBytes=_MAX_BYTES, backupCount=_BACKUP_COUNT, encoding="utf-8"
-    )
-    file_handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
-            processors=_json_processors(), foreign_pre_chain=_FOREIGN_PRE_CHAIN
-        )
-    )
     stderr_handler = _StderrHandler()
     stderr_handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
@@ -383,7 +390,7 @@ def configure_logging(
         _configure_structlog()
         root = logging.getLogger()
         _remove_own_handlers(root)
-        for handler in (file_handler, stderr_handler):
+        for handler in (*handlers, stderr_handler):
             setattr(handler, _OWNED_ATTR, True)
             root.addHandler(handler)
         root.setLevel(numeric)

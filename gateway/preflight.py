@@ -174,7 +174,7 @@ def database_problem(cfg: Config, paths: Paths, exc: BaseException) -> Problem:
     names = {type(e).__name__ for e in chain}
     text = " ".join(str(e) for e in chain).lower()
     if url.startswith("sqlite"):
-        path = _sqlite_path(url)
+        path = sqlite_path(url)
         where = f"SQLite database {path}"
         if "not a database" in text or "malformed" in text:
             return Problem(key, f"{where} is not a usable SQLite database: move the file away (a new one is "
@@ -215,7 +215,7 @@ def _short(exc: BaseException) -> str:
     return redact(first)[:200]
 
 
-def _sqlite_path(url: str) -> Path | None:
+def sqlite_path(url: str) -> Path | None:
     from sqlalchemy.engine import make_url
 
     database = make_url(url).database
@@ -249,7 +249,7 @@ async def database_problems(cfg: Config, paths: Paths) -> list[Problem]:
 def _sqlite_problems(cfg: Config, paths: Paths, url: str) -> list[Problem]:
     import sqlite3
 
-    path = _sqlite_path(url)
+    path = sqlite_path(url)
     if path is None:
         return []
     key = "database.url" if cfg.database.url else "HERALD_HOME"

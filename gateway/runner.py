@@ -51,9 +51,14 @@ from gateway.recovery import Recovery
 from gateway.session.manager import SessionManager
 from gateway.store import Store
 from gateway.supervisor import Supervisor
+from gateway.systemd import SystemdNotifier
 from gateway.turns import TurnExecutor
 
 log = structlog.get_logger("herald.runner")
+
+# systemd's READY=1 waits this long at most for every adapter's first connection attempt (the unit's
+# TimeoutStartSec= is longer).
+READY_WAIT = 60.0
 
 AdapterFactory = Callable[[AdapterContext], PlatformAdapter]
 
@@ -106,6 +111,7 @@ class GatewayRunner:
         self.supervisor = Supervisor(self.adapters, self.locks, self.recovery, self.instance, self)
         self._http: Any = None
         self.warnings: list[str] = []  # start-up warnings /readyz repeats (sandbox: none, no bubblewrap)
+        self.systemd = SystemdNotifier()  # a no-op unless systemd started us with Type=notify
 
     # ---- the Gateway port (what adapters see) and the Lifecycle port (what features see) ---------------
 
@@ -148,21 +154,53 @@ class GatewayRunner:
         self.agents.build()
         self._build_adapters()
         await self.approvals.start()  # approvals left pending by a gone instance: denied; users told
+        from gateway.dashboard import Dashboard
         from gateway.http import HttpServer
 
-        self._http = HttpServer(self)
+        dashboard = Dashboard(self.readiness, self.adapters, self.lanes, self.sessions, self.approvals,
+                              self.store.run_read, self.notices, lambda: self._stopping)
+        self._http = HttpServer(self, dashboard.routes())
         await self._http.start()
         # Each adapter connects under its credential locks, then recovers what its platform left unfinished.
         self.supervisor.start()
         self.spawn(self.lanes.watchdog(), name="watchdog")
         self.spawn(self._measure_loop_lag(), name="loop-lag")
+        if self.cfg.sessions.retention_days:
+            from gateway.retention import Retention
+
+            self.spawn(Retention(self.store, self.cfg.sessions.retention_days).run(), name="retention")
         if self.cfg.cron.enabled:
             from cron.scheduler import CronScheduler
 
             self.cron = CronScheduler(self.cron_host())
             await self.cron.start()
+        self.spawn(self._announce_ready(), name="sd-ready")
         log.info("gateway_started", adapters=list(self.adapters), http=f"{self.cfg.http.host}:{self.http_port}",
                  model=self.cfg.model.name or None, instance=self.instance.id)
+
+    async def _announce_ready(self) -> None:
+        """systemd's READY=1: the store is open (start() got this far) and every enabled adapter has made its
+        first connection attempt, connected or not; a platform that hangs gets READY_WAIT seconds."""
+        still = await self.supervisor.first_attempts(READY_WAIT)
+        if still:
+            log.warning("ready_without", adapters=still, waited=READY_WAIT)
+        if self._stopping:
+            return
+        self.systemd.ready(self.service_status())
+        log.info("gateway_ready", adapters={name: a.state for name, a in self.adapters.items()})
+        # WATCHDOG=1 from this loop from now on (a wedged loop stops the pings), and STATUS= when it changes.
+        self.spawn(self.systemd.watchdog(self.service_status if self.systemd.enabled else None), name="sd-watchdog")
+
+    def service_status(self) -> str:
+        """One line for ``systemctl status``: each adapter's state (with its error class when down) and the
+        turns running and waiting."""
+        parts = []
+        for name, adapter in self.adapters.items():
+            kind = f" ({adapter.error_kind})" if adapter.state != "connected" and adapter.error_kind else ""
+            parts.append(f"{name} {adapter.state}{kind}")
+        where = "stopping" if self._stopping else "running"
+        return (f"{where}: {', '.join(parts) or 'no adapters'}; turns {self.lanes.running()} running, "
+                f"{self.lanes.waiting()} queued")
 
     def cron_host(self) -> Any:
         from cron.host import CronHost
@@ -212,6 +250,8 @@ class GatewayRunner:
         if self._stopping:
             return
         self._stopping = True
+        self.systemd.stopping(f"draining {self.lanes.running()} running turn(s) for up to "
+                              f"{self.cfg.gateway.drain_seconds:g} s")
         if self.cron is not None:
             await self.cron.stop()
         log.info("gateway_draining", running=self.lanes.running())
@@ -230,6 +270,7 @@ class GatewayRunner:
         except Exception as exc:
             log.warning("instance_release_failed", error=str(exc))
         await self.store.close()
+        self.systemd.close()
         log.info("gateway_stopped")
 
     async def _measure_loop_lag(self, period: float = 0.05) -> None:

@@ -251,6 +251,36 @@ class Store(Database):
             if len(tail) > 2 * limit:  # trimmed now and then, not on every append
                 tail[:] = _from_user_message(tail[-limit:])
 
+    # ---- retention (gateway/retention.py) ----------------------------------------------------------
+
+    async def prune_idle(self, cutoff: float, batch: int) -> dict[str, int]:
+        """One small transaction: delete up to ``batch`` messages of sessions idle since before ``cutoff`` and
+        up to ``batch`` finished inbox rows (with their outbox rows) of session keys with no session active
+        since then. Returns what it deleted; zeros when there is nothing left."""
+        finished = ("done", "failed", "cancelled", "rejected", "denied")
+
+        def op(conn: Connection) -> tuple[dict[str, int], set[str]]:
+            idle = select(sessions.c.id).where(sessions.c.updated_at < cutoff)
+            rows = conn.execute(select(messages.c.id, messages.c.session_id)
+                                .where(messages.c.session_id.in_(idle)).limit(batch)).all()
+            if rows:
+                conn.execute(messages.delete().where(messages.c.id.in_([r.id for r in rows])))
+            active_keys = select(sessions.c.key).where(sessions.c.updated_at >= cutoff)
+            inbox_ids = conn.execute(select(inbox.c.id).where(and_(
+                inbox.c.updated_at < cutoff, inbox.c.status.in_(finished),
+                inbox.c.session_key.not_in(active_keys))).limit(batch)).scalars().all()
+            sent = 0
+            if inbox_ids:
+                sent = conn.execute(outbox.delete().where(outbox.c.inbox_id.in_(inbox_ids))).rowcount
+                conn.execute(inbox.delete().where(inbox.c.id.in_(inbox_ids)))
+            counts = {"messages": len(rows), "inbox": len(inbox_ids), "outbox": int(sent or 0)}
+            return counts, {r.session_id for r in rows}
+
+        counts, pruned = await self.run_write(op)
+        for session_id in pruned:  # the history cache must not serve what the database no longer has
+            self._history.pop(session_id, None)
+        return counts
+
     # ---- chat log (web chat history) ---------------------------------------------------------
 
     async def chat_log_add(self, platform: str, chat_id: str, message_id: str, role: str, text: str,

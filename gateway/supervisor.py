@@ -29,9 +29,12 @@ class Supervisor:
         self.recovery = recovery
         self.instance = instance
         self.life = life
+        # Set once each adapter's first connection attempt has ended, either way (systemd's READY waits for it).
+        self._attempted: dict[str, asyncio.Event] = {}
 
     def start(self) -> None:
         for adapter in self.adapters.values():
+            self._attempted.setdefault(adapter.name, asyncio.Event())
             self.life.spawn(self.supervise(adapter), name=f"adapter:{adapter.name}")
         self.life.spawn(self._upkeep(), name="instance:upkeep")
 
@@ -43,6 +46,7 @@ class Supervisor:
                 # Its credentials' locks first: a second process driving the same bot would steal its updates.
                 await self.locks.acquire(adapter.name, adapter.credentials())
                 await adapter.start()
+                self._attempted_once(adapter)
                 adapter.state, adapter.last_error, delay = "connected", None, 1.0
                 log.info("adapter_connected", platform=adapter.name)
                 self.life.spawn(self._recover(adapter), name=f"recover:{adapter.name}")
@@ -51,6 +55,7 @@ class Supervisor:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                self._attempted_once(adapter)
                 if self.life.stopping:
                     return
                 locked = isinstance(exc, CredentialLocked)
@@ -67,6 +72,19 @@ class Supervisor:
                 await self.locks.release(adapter.name)
                 await asyncio.sleep(delay * (0.8 + random.random() * 0.4))
                 delay = min(delay * 2, self.lock_retry_seconds if locked else 300.0)
+
+    def _attempted_once(self, adapter: PlatformAdapter) -> None:
+        self._attempted.setdefault(adapter.name, asyncio.Event()).set()
+
+    async def first_attempts(self, timeout: float) -> list[str]:
+        """Wait (at most ``timeout``) until every adapter has tried to connect once; the names still trying."""
+        events = {name: self._attempted.setdefault(name, asyncio.Event()) for name in self.adapters}
+        waits = [asyncio.ensure_future(e.wait()) for e in events.values() if not e.is_set()]
+        if waits:
+            _, pending = await asyncio.wait(waits, timeout=timeout)
+            for w in pending:
+                w.cancel()
+        return [name for name, e in events.items() if not e.is_set()]
 
     async def _recover(self, adapter: PlatformAdapter) -> None:
         try:

@@ -114,13 +114,12 @@ def test_symlinks_are_not_followed(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert mode(outside) == 0o644
 
 
-def test_log_files_are_created_private_at_start_and_rotation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_log_files_are_created_private_at_start_and_rotation(tmp_path: Path) -> None:
     os.umask(0o022)  # even without the daemon's umask
-    monkeypatch.setattr(logs, "_MAX_BYTES", 300)
     root = logging.getLogger()
     saved = root.level
     try:
-        logs.configure_logging(tmp_path / "logs", "info", console=False)
+        logs.configure_logging(tmp_path / "logs", "info", console=False, max_bytes=300)
         for i in range(20):
             logs.get_logger("herald.test").info("filler", n=i, pad="x" * 50)
     finally:

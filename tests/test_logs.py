@@ -367,3 +367,22 @@ def test_redaction_is_linear_in_the_input(unit: str) -> None:
     redact(text)
     redact("https://" + text)
     assert time.perf_counter() - start < 2.0
+
+
+def test_the_file_rotates_by_size_keeping_the_configured_number(logs_dir: Path) -> None:
+    configure_logging(logs_dir, "info", console=False, max_bytes=64 * 1024, backups=2)
+    log = get_logger("rotation")
+    for i in range(1500):
+        log.info("filler", i=i, text="x" * 100)
+    names = sorted(p.name for p in logs_dir.iterdir())
+    assert names == ["herald.log", "herald.log.1", "herald.log.2"]
+    assert all(p.stat().st_size <= 64 * 1024 + 1024 for p in logs_dir.iterdir())
+    assert all(p.stat().st_mode & 0o777 == 0o600 for p in logs_dir.iterdir())
+
+
+def test_without_a_file_everything_goes_to_stderr_only(logs_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging(logs_dir, "info", console=False, file=False)
+    get_logger("journal").info("only_on_stderr")
+    close_logging()
+    assert not logs_dir.exists()
+    assert "only_on_stderr" in capsys.readouterr().err

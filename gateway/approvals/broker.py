@@ -51,6 +51,7 @@ CHOICES = {"o": "once", "s": "session", "a": "always", "d": "deny"}
 LABELS = {"o": "Approve once", "s": "Approve for this session", "a": "Always approve", "d": "Deny"}
 STYLES = {"o": "primary", "s": "default", "a": "default", "d": "danger"}
 SCHEDULED_LABELS = {"o": "Approve this script", "d": "Deny"}
+OPERATOR = "operator"  # decided_by of an answer given on the dashboard (the web token's holder)
 
 
 class ApprovalBroker:
@@ -337,6 +338,16 @@ class ApprovalBroker:
             ok = await self._decide(req, "approved", scope, by, via, f"Approved {what} by {who(by)}.")
             done = f"Approved {what}."
         return done if ok else await self._gone(approval_id)
+
+    async def decide_as_operator(self, approval_id: str, choice: str) -> str:
+        """The operator's answer from the dashboard: the same path as a press in the chat (the prompt there is
+        edited the same way), decided by ``OPERATOR`` via ``dashboard`` in the audit trail."""
+        req = self.pending.get(approval_id)
+        if req is None:
+            return await self._gone(approval_id)
+        by = Source(req.source.platform, req.source.chat_id, OPERATOR, req.source.chat_type,
+                    thread_id=req.source.thread_id, user_name="the operator (dashboard)", scope=req.source.scope)
+        return await self.decide(approval_id, choice, by, "dashboard", trusted=True)
 
     async def _gone(self, approval_id: str) -> str:
         if approval_id in self._settled:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from gateway.cli import approvals, cron, daemon, pairing, profile, web
+from gateway.cli import approvals, backup, cron, daemon, doctor, pairing, profile, service, web
 from gateway.cli.common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_USAGE, fail, fail_config, state
 from gateway.config import ConfigError
 from gateway.platforms import PLATFORMS
@@ -50,10 +50,13 @@ def main_options(
 
 app.registered_commands += daemon.app.registered_commands
 app.command("web-url")(web.web_url)
+app.command("backup")(backup.backup)
+app.command("doctor")(doctor.doctor)
 app.add_typer(approvals.app, name="approvals")
 app.add_typer(pairing.app, name="pairing")
 app.add_typer(profile.app, name="profile")
 app.add_typer(cron.app, name="cron")
+app.add_typer(service.app, name="service")
 
 
 def main() -> None:

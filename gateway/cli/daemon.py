@@ -52,7 +52,8 @@ def run(config: Annotated[str | None, typer.Option("--config", "-c", help="path 
     # First, before anything is created: umask 077, the home 0700, looser files left from before tightened.
     tightened = secure_home(paths, cfg.database.url)
     configure_logging(paths.logs_dir, cfg.logging.level, secrets=configured_secrets(cfg),
-                      console=cfg.logging.format == "console")
+                      console=cfg.logging.format == "console", file=cfg.logging.file,
+                      max_bytes=cfg.logging.max_bytes, backups=cfg.logging.backups)
     if tightened:
         get_logger("herald").info("file_modes_tightened", paths=tightened)
     # The loop gives up the GIL at every socket call and must win it back from busy turn threads; at the
@@ -89,8 +90,9 @@ async def _serve(cfg: Config, paths: Paths) -> int:
         elif isinstance(exc, OSError):
             line, code = f"could not start: {exc}", EXIT_FAILED
         else:
+            where = paths.logs_dir / "herald.log" if cfg.logging.file else "the log on stderr"
             line, code = (f"could not start: {type(exc).__name__}: {exc} (the traceback is in "
-                          f"{paths.logs_dir / 'herald.log'})"), EXIT_FAILED
+                          f"{where})"), EXIT_FAILED
         log.error("startup_failed", error=line, exc_info=problem is None and not isinstance(exc, OSError))
         typer.echo(f"herald: {line}", err=True)
         try:

@@ -198,6 +198,10 @@ class Accepted:
     queued_ms: float | None = None  # receipt -> turn start, for the turn's one info-level log line
 
 
+class CredentialRejected(Exception):
+    """The platform refused a credential (wrong, revoked): ``str()`` is what it said, never the credential."""
+
+
 class ShuttingDown(Exception):
     """New messages are refused while the daemon drains."""
 
@@ -330,7 +334,20 @@ class PlatformAdapter(abc.ABC):
         The gateway locks each one before ``start()`` and unlocks it after ``stop()``, so two Herald
         processes never drive the same bot (gateway/locks.py).
         """
+        return type(self).credentials_of(self.cfg)
+
+    @classmethod
+    def credentials_of(cls, config: Any) -> list[tuple[str, str]]:
+        """``credentials()`` from the platform's config section alone (``herald doctor`` checks the locks
+        without building an adapter)."""
         return []
+
+    @classmethod
+    async def check_credentials(cls, config: Any, timeout: float) -> str | None:
+        """Ask the platform whether the configured credentials are valid, without connecting for real (``herald
+        doctor``): who they belong to ("bot @name"), or None when the platform has nothing to check. Raise
+        ``CredentialRejected`` when it refuses them; any other exception means it could not be asked."""
+        return None
 
     async def wait_closed(self) -> None:
         """Return (or raise) when the connection dies on its own; the gateway then restarts the adapter.

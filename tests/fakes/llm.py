@@ -238,6 +238,9 @@ class FakeLLM:
     # -------------------------------------------------------------------------------------- handlers
 
     async def _models(self, request: web.Request) -> web.Response:
+        if self.api_key is not None and request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            return web.json_response({"error": {"message": "Incorrect API key provided.", "code": "invalid_api_key"}},
+                                     status=401)
         return web.json_response(
             {
                 "object": "list",

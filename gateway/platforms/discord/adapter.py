@@ -29,6 +29,7 @@ from gateway.platforms.base import (
     Button,
     ButtonPress,
     Capabilities,
+    CredentialRejected,
     InboundMessage,
     OutboundMessage,
     PlatformAdapter,
@@ -146,9 +147,29 @@ class DiscordAdapter(PlatformAdapter):
             await asyncio.gather(runner, return_exceptions=True)
         await self.channels.stop()  # after the client: no new messages; cursors saved last
 
-    def credentials(self) -> list[tuple[str, str]]:
-        token = secret(self.cfg.token_env)
+    @classmethod
+    def credentials_of(cls, config: Any) -> list[tuple[str, str]]:
+        token = secret(config.token_env)
         return [("discord", token)] if token else []
+
+    @classmethod
+    async def check_credentials(cls, config: Any, timeout: float) -> str | None:
+        """GET users/@me with the bot token: 401 for a token Discord does not accept."""
+        token = secret(config.token_env)
+        if not token:
+            return None
+        import aiohttp
+
+        base = (config.api_base_url or "https://discord.com/api/v10").rstrip("/")
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as http, \
+                http.get(f"{base}/users/@me", headers={"Authorization": f"Bot {token}"}) as resp:
+            body = await resp.json(content_type=None)
+        if resp.status == 200 and isinstance(body, dict):
+            return f"bot {body.get('username')} (id {body.get('id')})"
+        said = body.get("message") if isinstance(body, dict) else None
+        if resp.status in (401, 403):
+            raise CredentialRejected(f"Discord refused the token: {said or 'Unauthorized'} (HTTP {resp.status})")
+        raise ConnectionError(f"Discord answered HTTP {resp.status}: {said}")
 
     async def wait_closed(self) -> None:
         """discord.py reconnects by itself; its loop ends only on what it cannot fix (a revoked token, a missing

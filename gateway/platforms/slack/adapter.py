@@ -28,6 +28,7 @@ from gateway.platforms.base import (
     Button,
     ButtonPress,
     Capabilities,
+    CredentialRejected,
     OutboundMessage,
     PlatformAdapter,
 )
@@ -87,15 +88,35 @@ class SlackAdapter(PlatformAdapter):
                                    f"{self.cfg.signing_secret_env} (Basic Information > Signing Secret)")
         return token, app_token, signing
 
-    def credentials(self) -> list[tuple[str, str]]:
+    @classmethod
+    def credentials_of(cls, config: Any) -> list[tuple[str, str]]:
         out = []
-        token = secret(self.cfg.bot_token_env)
+        token = secret(config.bot_token_env)
         if token:
             out.append(("slack", token))
-        app_token = secret(self.cfg.app_token_env) if self.cfg.mode == "socket" else None
+        app_token = secret(config.app_token_env) if config.mode == "socket" else None
         if app_token:
             out.append(("slack-app", app_token))
         return out
+
+    @classmethod
+    async def check_credentials(cls, config: Any, timeout: float) -> str | None:
+        """auth.test with the bot token (the app-level token is only usable by opening Socket Mode)."""
+        token = secret(config.bot_token_env)
+        if not token:
+            return None
+        import aiohttp
+
+        base = config.api_base_url or "https://slack.com/api/"
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as http, \
+                http.post(f"{base.rstrip('/')}/auth.test", headers={"Authorization": f"Bearer {token}"}) as resp:
+            body = await resp.json(content_type=None)
+        if isinstance(body, dict) and body.get("ok"):
+            return f"bot {body.get('user')} in {body.get('team')}"
+        said = body.get("error") if isinstance(body, dict) else f"HTTP {resp.status}"
+        if said in ("invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired"):
+            raise CredentialRejected(f"Slack refused the bot token: {said}")
+        raise ConnectionError(f"Slack answered: {said}")
 
     async def start(self) -> None:
         token, app_token, signing = self._tokens()

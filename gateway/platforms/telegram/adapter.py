@@ -29,6 +29,7 @@ from gateway.platforms.base import (
     Button,
     ButtonPress,
     Capabilities,
+    CredentialRejected,
     OutboundMessage,
     PlatformAdapter,
     ShuttingDown,
@@ -140,9 +141,29 @@ class TelegramAdapter(PlatformAdapter):
             self._closed.cancel()
         self._webhook_secret = None
 
-    def credentials(self) -> list[tuple[str, str]]:
-        token = secret(self.cfg.token_env)
+    @classmethod
+    def credentials_of(cls, config: Any) -> list[tuple[str, str]]:
+        token = secret(config.token_env)
         return [("telegram", token)] if token else []
+
+    @classmethod
+    async def check_credentials(cls, config: Any, timeout: float) -> str | None:
+        """getMe: Telegram answers 401 (404 on some servers) for a token it does not know."""
+        token = secret(config.token_env)
+        if not token:
+            return None
+        import aiohttp
+
+        base = config.base_url or "https://api.telegram.org/bot"
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as http, \
+                http.get(f"{base}{token}/getMe") as resp:
+            body = await resp.json(content_type=None)
+        if isinstance(body, dict) and body.get("ok"):
+            return f"bot @{body['result'].get('username')}"
+        said = body.get("description") if isinstance(body, dict) else None
+        if resp.status in (401, 404):
+            raise CredentialRejected(f"Telegram refused the token: {said or 'Unauthorized'} (HTTP {resp.status})")
+        raise ConnectionError(f"Telegram answered HTTP {resp.status}: {said}")
 
     async def wait_closed(self) -> None:
         assert self._closed is not None

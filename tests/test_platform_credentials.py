@@ -1,0 +1,51 @@
+"""Each platform's ``check_credentials`` hook (what `herald doctor` asks) against its protocol fake: the bot's
+name for a good token, ``CredentialRejected`` with the platform's words (and never the token) for a bad one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gateway.platforms import adapter_class, config_class
+from gateway.platforms.base import CredentialRejected
+from tests.fakes.discord_api import FakeDiscord
+from tests.fakes.slack_api import FakeSlack
+
+
+async def _check(platform: str, monkeypatch: pytest.MonkeyPatch, token: str, **config: Any) -> str | None:
+    monkeypatch.setenv("BOT_TOKEN_FOR_TEST", token)
+    key = "bot_token_env" if platform == "slack" else "token_env"
+    section = config_class(platform)(enabled=True, **{key: "BOT_TOKEN_FOR_TEST"}, **config)
+    return await adapter_class(platform).check_credentials(section, 5.0)
+
+
+async def test_discord(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeDiscord()
+    await fake.start()
+    try:
+        who = await _check("discord", monkeypatch, fake.token, api_base_url=fake.api_url)
+        assert who is not None and who.startswith("bot ")
+        wrong = "MTAxMjM0NTY3ODkwMTIzNDU2Nzg5.GAbcde.wrongwrongwrongwrongwrongwrong0"
+        with pytest.raises(CredentialRejected, match="Unauthorized") as caught:
+            await _check("discord", monkeypatch, wrong, api_base_url=fake.api_url)
+        assert wrong not in str(caught.value)
+    finally:
+        await fake.stop()
+
+
+async def test_slack(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeSlack()
+    await fake.start()
+    try:
+        assert await _check("slack", monkeypatch, fake.bot_token, api_base_url=fake.api_url) == "bot herald in Herald"
+        with pytest.raises(CredentialRejected, match="invalid_auth"):
+            await _check("slack", monkeypatch, "xoxb-wrong-0000000000", api_base_url=fake.api_url)
+    finally:
+        await fake.stop()
+
+
+def test_the_web_chat_has_nothing_to_check() -> None:
+    import asyncio
+
+    assert asyncio.run(adapter_class("web").check_credentials(config_class("web")(), 1.0)) is None

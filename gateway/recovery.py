@@ -10,6 +10,8 @@ command is not replayed (it was about the moment it was sent).
 
 from __future__ import annotations
 
+from typing import Any
+
 import structlog
 
 from gateway.commands import CommandRegistry
@@ -27,15 +29,22 @@ class Recovery:
         self.instance = instance
         self.lanes = lanes
         self.commands = commands
+        self.router: Any = None  # gateway.routing.SessionRouter: with several instances, sessions have owners
 
     async def recover(self, adapter: PlatformAdapter) -> int:
         """Take over ``adapter``'s unfinished rows whose owner is gone; returns how many were resumed."""
         resumed = 0
         rows = await self.store.inbox_unfinished(adapter.name)
         await self.instance.refresh()  # after the rows: their owners' heartbeats are all in this read
-        for row in rows:
-            if not self.instance.gone(row["owner"], row["lease_until"]):
-                continue
+        gone = [row for row in rows if self.instance.gone(row["owner"], row["lease_until"])]
+        if self.router is not None and self.router.enabled:
+            # A session has one owner: its rows are taken over with its lease, in order (gateway/leases.py).
+            for key, owner in dict.fromkeys((row["session_key"], row["owner"]) for row in gone):
+                resumed += await self.router.take_over(key, owner)
+            if resumed:
+                log.info("inbox_recovered", platform=adapter.name, messages=resumed)
+            return resumed
+        for row in gone:
             if not await self.store.inbox_claim(row, self.instance.id, self.instance.lease()):
                 continue  # another instance was quicker
             msg = InboundMessage.from_dict(row["payload"])

@@ -28,6 +28,7 @@ from gateway.approvals.broker import ApprovalBroker
 from gateway.approvals.commands import register_approvals
 from gateway.approvals.store import ApprovalStore
 from gateway.builtin_commands import register_builtin_commands
+from gateway.bus import make_bus
 from gateway.commands import CommandRegistry
 from gateway.config import Config, Paths
 from gateway.delivery import Delivery, Notices
@@ -48,6 +49,7 @@ from gateway.platforms.base import (
     Source,
 )
 from gateway.recovery import Recovery
+from gateway.routing import SessionRouter
 from gateway.session.manager import SessionManager
 from gateway.store import Store
 from gateway.supervisor import Supervisor
@@ -77,6 +79,7 @@ class GatewayRunner:
         self.counters: dict[str, int] = {
             "messages_accepted": 0, "messages_duplicate": 0, "messages_denied": 0, "turns_started": 0,
             "turns_ok": 0, "turns_failed": 0, "turns_interrupted": 0, "turns_timed_out": 0, "queue_rejected": 0,
+            "messages_routed": 0,
         }
         self._tasks: set[asyncio.Task[Any]] = set()
         self.adapters: dict[str, PlatformAdapter] = {}
@@ -108,6 +111,12 @@ class GatewayRunner:
         register_cron_commands(self.commands, self.store, lambda: self.cron)
         self.locks = CredentialLocks(self.store.url, paths.profile)
         self.recovery = Recovery(self.store, self.instance, self.lanes, self.commands)
+        # Several instances on one PostgreSQL database: each session's turns run in its lease owner.
+        self.bus = make_bus(self.store.url, self.instance.id)
+        self.router = SessionRouter(self.store, self.instance, self.bus, self.lanes, self.adapters, self.commands,
+                                    self.notices, self, self.sessions.forget, self.counters)
+        self.router.dispatch = self.inbound.dispatch
+        self.inbound.router = self.recovery.router = self.router
         self.supervisor = Supervisor(self.adapters, self.locks, self.recovery, self.instance, self)
         self._http: Any = None
         self.warnings: list[str] = []  # start-up warnings /readyz repeats (sandbox: none, no bubblewrap)
@@ -150,6 +159,7 @@ class GatewayRunner:
         await self.store.init()
         await self.instance.register()
         await self.instance.renew()
+        await self.bus.start()
         await self.pairing.start()
         self.agents.build()
         self._build_adapters()
@@ -164,6 +174,8 @@ class GatewayRunner:
         # Each adapter connects under its credential locks, then recovers what its platform left unfinished.
         self.supervisor.start()
         self.spawn(self.lanes.watchdog(), name="watchdog")
+        if self.router.enabled:
+            self.spawn(self.router.run(), name="routing")
         self.spawn(self._measure_loop_lag(), name="loop-lag")
         if self.cfg.sessions.retention_days:
             from gateway.retention import Retention
@@ -265,10 +277,12 @@ class GatewayRunner:
         self.turns.pool.shutdown(wait=False, cancel_futures=True)
         try:
             # What this process leaves unfinished is free for the next one at once, here or elsewhere.
+            await self.router.stop()
             await self.store.inbox_renew(self.instance.id, 0.0)
             await self.instance.unregister()
         except Exception as exc:
             log.warning("instance_release_failed", error=str(exc))
+        await self.bus.stop()
         await self.store.close()
         self.systemd.close()
         log.info("gateway_stopped")

@@ -38,12 +38,13 @@ class Store(Database):
     # ---- inbox -------------------------------------------------------------------------------
 
     async def inbox_add(self, platform: str, platform_message_id: str, session_key: str, payload: dict[str, Any],
-                        owner: str | None = None, lease_until: float | None = None) -> int | None:
+                        owner: str | None = None, lease_until: float | None = None,
+                        status: str = "pending") -> int | None:
         """Store an accepted message; ``None`` when this platform message was already taken."""
         now = time.time()
         params = {
             "platform": platform, "platform_message_id": platform_message_id, "session_key": session_key,
-            "payload": payload, "status": "pending", "created_at": now, "updated_at": now,
+            "payload": payload, "status": status, "created_at": now, "updated_at": now,
             "owner": owner, "lease_until": lease_until,
         }
 
@@ -205,6 +206,9 @@ class Store(Database):
             while len(self._history) > HISTORY_CACHE_SESSIONS:
                 self._history.popitem(last=False)
         return list(tail)
+
+    def forget_history(self, session_id: str) -> None:
+        self._history.pop(session_id, None)
 
     async def session_count_messages(self, session_id: str) -> int:
         stmt = select(func.count()).select_from(messages).where(messages.c.session_id == session_id)

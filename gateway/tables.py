@@ -83,6 +83,8 @@ inbox = Table(
     Column("lease_until", Float, nullable=True),
     UniqueConstraint("platform", "platform_message_id", name="uq_inbox_platform_message"),
     Index("ix_inbox_status", "status"),
+    Index("ix_inbox_session_owner", "session_key", "owner", "status"),
+    Index("ix_inbox_owner", "owner", "status"),
 )
 
 
@@ -101,6 +103,19 @@ outbox = Table(
     Column("error", Text, nullable=True),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=True),
+)
+
+
+# With several instances on one database, the instance that runs each session's turns, until when
+# (gateway/leases.py). A free lease has no owner.
+session_leases = Table(
+    "session_leases",
+    metadata,
+    Column("key", String(512), primary_key=True),
+    Column("owner", String(300), nullable=True),
+    Column("lease_until", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Index("ix_session_leases_owner", "owner"),
 )
 
 

@@ -33,12 +33,12 @@ def _with_store(fn: Callable[[Any, Any], Awaitable[Any]]) -> Any:
 
     async def main() -> Any:
         from cron.store import engine_store
-        from gateway.tables import create_schema
+        from gateway.migrations import upgrade
 
         store, engine = engine_store(url)
         try:
             async with engine.begin() as conn:
-                await conn.run_sync(create_schema)
+                await conn.run_sync(upgrade)
             return await fn(store, cfg)
         finally:
             await engine.dispose()

@@ -336,6 +336,12 @@ class PlatformAdapter(abc.ABC):
         """
         return type(self).credentials_of(self.cfg)
 
+    def exclusive_credentials(self) -> bool:
+        """Whether connecting with ``credentials()`` excludes any other process doing the same (polling, a
+        gateway websocket: two would steal each other's events). An adapter that receives by webhook says
+        False: with PostgreSQL, every instance of the database then holds them together and takes webhooks."""
+        return True
+
     @classmethod
     def credentials_of(cls, config: Any) -> list[tuple[str, str]]:
         """``credentials()`` from the platform's config section alone (``herald doctor`` checks the locks

@@ -228,7 +228,8 @@ class GatewayRunner:
 
         def context(config: Any) -> AdapterContext:
             return AdapterContext(gateway=self, config=config, home=self.paths.home, media_dir=media,
-                                  chat_log=self.store, platforms=dict(self.cfg.platforms), cursors=self.store)
+                                  chat_log=self.store, platforms=dict(self.cfg.platforms), cursors=self.store,
+                                  broadcast=self.bus)
 
         for name in PLATFORMS:
             platform_cfg = getattr(self.cfg.platforms, name, None)

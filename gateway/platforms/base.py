@@ -18,7 +18,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -273,6 +273,17 @@ class Cursors(Protocol):
     async def cursors_save(self, platform: str, cursors: Mapping[str, str]) -> None: ...
 
 
+class Broadcast(Protocol):
+    """Events every instance sharing the database hears (gateway/bus.py), for an adapter that serves
+    clients of its own (the web chat's event streams): what one instance sends, another's client sees."""
+
+    enabled: bool  # False: this is the only instance, there is nobody to tell
+
+    def on(self, kind: str, handler: Callable[[str], None]) -> None: ...
+
+    async def broadcast(self, kind: str, data: str) -> None: ...
+
+
 @dataclass(frozen=True)
 class AdapterContext:
     """Everything an adapter is built with: its own config section, the gateway port, its places on disk."""
@@ -284,6 +295,7 @@ class AdapterContext:
     chat_log: ChatLog
     platforms: Mapping[str, Any] = field(default_factory=dict)  # every platform's config, read-only
     cursors: Cursors | None = None
+    broadcast: Broadcast | None = None
 
 
 class PlatformAdapter(abc.ABC):

@@ -186,3 +186,30 @@ def test_an_instance_killed_mid_load_loses_and_doubles_nothing(make_herald, fake
     victim.close_files()
     for node in (nodes[0], nodes[2]):
         assert node.stop() == 0
+
+
+def test_a_web_client_sees_its_chat_live_whichever_instance_answers(make_herald, fake_llm, pg_database):
+    """Behind one address the client's event stream is held by one instance while its messages (and their
+    answers) go through others: the stream still shows all of them, and one token opens every instance."""
+    token = "cluster-web-token-" + "x" * 20
+    config = {"database": {"url": pg_database}, "platforms": {"web": {"token_env": "WEB_TOKEN"}}}
+    nodes = []
+    for _ in range(2):
+        node = make_herald(config, start=False)
+        node.env["WEB_TOKEN"] = token
+        node.home.mkdir(parents=True, exist_ok=True)
+        (node.home / "web_token").write_text(token)  # what the test client reads; the daemons use WEB_TOKEN
+        node.start()
+        nodes.append(node)
+    stream = nodes[0].events("live")
+    try:
+        nodes[1].post("hello over there", chat_id="live", message_id="1")
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and len(stream.messages("assistant")) < 1:
+            time.sleep(0.05)
+        assert [m["text"] for m in stream.messages("user")] == ["hello over there"]
+        assert [m["text"] for m in stream.messages("assistant")] == ["echo: hello over there"]
+    finally:
+        stream.close()
+    for node in nodes:
+        assert node.stop() == 0

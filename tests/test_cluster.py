@@ -143,3 +143,18 @@ async def wait_for(predicate: Any, timeout: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.02)
+
+
+async def test_a_newly_paired_user_is_told_once_by_one_of_the_instances(cluster_db, make_runner, fake_llm):
+    from sqlalchemy import insert
+
+    from gateway.pairing import APPROVED_TEXT
+    from gateway.tables import paired_users
+
+    cluster = Cluster([await make_runner(db_url=cluster_db) for _ in range(3)])
+    await cluster.runners[0].store.run_write(lambda conn: conn.execute(insert(paired_users).values(
+        platform="qa", user_id="stranger", chat_id="dm-stranger", approved_by="cli", approved_at=time.time(),
+        notified_at=None)))
+    await wait_for(lambda: any(text == APPROVED_TEXT for _, _, text in cluster.sent), timeout=10)
+    await asyncio.sleep(2 * cluster.runners[0].pairing.refresh_seconds + 0.5)  # every instance looked again
+    assert [text for _, chat, text in cluster.sent if chat == "dm-stranger"] == [APPROVED_TEXT]

@@ -152,9 +152,18 @@ async def test_a_newly_paired_user_is_told_once_by_one_of_the_instances(cluster_
     from gateway.tables import paired_users
 
     cluster = Cluster([await make_runner(db_url=cluster_db) for _ in range(3)])
+    for qa in cluster.adapters:  # a slow platform: every instance's refresh comes round while one is sending
+        qa.send = slowly(qa.send, 2.5)
     await cluster.runners[0].store.run_write(lambda conn: conn.execute(insert(paired_users).values(
         platform="qa", user_id="stranger", chat_id="dm-stranger", approved_by="cli", approved_at=time.time(),
         notified_at=None)))
     await wait_for(lambda: any(text == APPROVED_TEXT for _, _, text in cluster.sent), timeout=10)
-    await asyncio.sleep(2 * cluster.runners[0].pairing.refresh_seconds + 0.5)  # every instance looked again
+    await asyncio.sleep(2 * cluster.runners[0].pairing.refresh_seconds + 3)  # every instance looked again
     assert [text for _, chat, text in cluster.sent if chat == "dm-stranger"] == [APPROVED_TEXT]
+
+
+def slowly(send: Any, seconds: float) -> Any:
+    async def slow_send(*args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(seconds)
+        return await send(*args, **kwargs)
+    return slow_send

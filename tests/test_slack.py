@@ -188,13 +188,16 @@ async def test_a_shared_file_is_downloaded_with_the_bot_token_and_a_strangers_is
     small = fake_slack.add_file(b"hello file", "notes.txt")
     big = fake_slack.add_file(b"x" * 5000, "big.bin")
     await say(fake_slack, DM, "here you go", files=[small, big])
-    await fake_slack.wait_sent(lambda sent: len(sent) == 1)
+    sent = await fake_slack.wait_sent(lambda sent: any(m.text.startswith("echo: here you go") for m in sent))
     media = runner.adapters["slack"].ctx.media_dir
     assert media == runner.sandbox.workspace / "attachments"  # where the agent's tools can read it
     [saved] = list(media.iterdir())
     assert saved.read_bytes() == b"hello file" and saved.name.endswith("notes.txt")
     prompt = json.dumps(fake_llm.requests[0]["messages"])
     assert "notes.txt" in prompt and "bigger than the" in prompt
+    # The user is told plainly, before the answer, what the agent will not have.
+    [told] = [m for m in sent if "could not download" in m.text]
+    assert "big.bin" in told.text and "limit" in told.text and sent.index(told) == 0
     stranger_file = fake_slack.add_file(b"secret", "theirs.txt")
     await say(fake_slack, STRANGER_DM, "take this", user=STRANGER, files=[stranger_file])
     await say(fake_slack, DM, "next")

@@ -137,6 +137,7 @@ class FakeDiscord(FakeGateway):
         self.requests: list[tuple[str, str]] = []
         self.faults: list[Fault] = []
         self.files: dict[str, bytes] = {}
+        self.file_delay = 0.0  # seconds an attachment download takes
         self.refusing_until = 0.0
         self.on_send: Callable[[Sent], None] | None = None  # called with every message the bot makes
         self._changed = asyncio.Event()
@@ -572,6 +573,7 @@ class FakeDiscord(FakeGateway):
 
     async def _attachment(self, request: web.Request) -> web.Response:
         content = self.files.get(request.match_info["name"])
+        await asyncio.sleep(self.file_delay)
         return web.Response(body=content) if content is not None else web.Response(status=404)
 
     _routes: list[tuple[str, Callable[..., Any]]] = [

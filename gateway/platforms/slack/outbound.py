@@ -220,6 +220,10 @@ class SlackOutbound:
         except Exception as exc:
             log.debug("slack_reaction_failed", error=slack_error(exc) or str(exc))
 
+    def spawn(self, coro: Any) -> None:
+        """A background task of the adapter's (cancelled at stop)."""
+        self._spawn(coro)
+
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro, name="slack:working")
         self._tasks.add(task)

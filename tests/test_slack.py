@@ -252,7 +252,9 @@ async def test_an_approval_prompt_has_buttons_a_strangers_press_changes_nothing_
     deny = next(b["value"] for b in prompt.buttons if b["value"].endswith(":d"))
     # Bob may talk to the bot but did not ask, and is no approver: told privately, nothing changes.
     await fake_slack.deliver_socket("interactive", fake_slack.block_actions(BOB, prompt, deny))
-    await fake_slack.wait_sent(lambda sent: any(m.ephemeral_to == BOB for m in sent))
+    sent = await fake_slack.wait_sent(lambda sent: any(m.ephemeral_to == BOB for m in sent))
+    [told] = [m for m in sent if m.ephemeral_to == BOB]
+    assert told.text.startswith("You can't answer this approval") and told.channel == DM
     assert prompt.edits == 0 and prompt.buttons
     await fake_slack.deliver_socket("interactive", fake_slack.block_actions(ALICE, prompt, deny))
     await wait_until(lambda: prompt.edits >= 1)

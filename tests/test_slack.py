@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from gateway.config import parse_config, resolve_paths
+from gateway.platforms.base import Button, OutboundMessage
 from gateway.runner import GatewayRunner
 from tests.adapters.telegram_driver import free_port
 from tests.fakes.llm import FakeLLM, Reply, last_user_message, message_text
@@ -270,6 +271,34 @@ async def test_herald_deny_as_a_slash_command_decides_the_prompt(start_slack, fa
     await wait_until(lambda: prompt.edits >= 1)
     assert prompt.text.startswith("🚫 Denied by") and not prompt.buttons
     assert victim.exists()
+
+
+async def test_a_button_id_too_long_for_slack_reaches_its_handler_whole_and_is_inactive_after_a_restart(
+        start_slack, fake_slack):
+    runner = await start_slack()
+    pressed: list[str] = []
+
+    async def handler(_adapter: Any, press: Any) -> str:
+        pressed.append(press.button_id)
+        return "Got it."
+
+    long_id = "long:" + "x" * 2500
+    runner.inbound.buttons["long"] = handler
+    await runner.delivery.deliver(runner.adapters["slack"], DM, OutboundMessage("Press:", buttons=[
+        Button(long_id, "Go")]))
+    [message] = await fake_slack.wait_sent(lambda sent: len(sent) == 1)
+    [value] = [b["value"] for b in message.buttons]
+    assert len(value) <= 2000
+    await fake_slack.deliver_socket("interactive", fake_slack.block_actions(ALICE, message, value))
+    await fake_slack.wait_sent(lambda sent: any(m.text == "Got it." for m in sent))
+    assert pressed == [long_id]
+    await runner.shutdown()
+    runner = await start_slack()  # the digest was this process's own: the next one does not know it
+    runner.inbound.buttons["long"] = handler
+    await fake_slack.deliver_socket("interactive", fake_slack.block_actions(ALICE, message, value))
+    await fake_slack.wait_sent(lambda sent: any(m.text == "This button is no longer active." and m.ephemeral_to
+                                                == ALICE for m in sent))
+    assert pressed == [long_id]
 
 
 # ---------------------------------------------------------------------------------------------- the connection

@@ -298,8 +298,13 @@ class SlackAdapter(PlatformAdapter):
     async def _on_action(self, ack: Any, body: dict[str, Any]) -> None:
         await ack()
         press = await self.inbound.press(body) if body.get("type") == "block_actions" else None
-        if press is not None and press.button_id:
-            self.press(press)
+        if press is None or not press.button_id:
+            return
+        button_id = self.outbound.button_id(press.button_id)
+        if button_id is None:  # a digest of a long id, sent by a process before a restart
+            self.outbound.spawn(self.answer_press(press, "This button is no longer active."))
+            return
+        self.press(ButtonPress(press.source, button_id, press.message_id, press.reply_handle))
 
     async def _on_error(self, error: BaseException, body: dict[str, Any]) -> None:
         log.warning("slack_listener_failed", error=f"{type(error).__name__}: {error}",

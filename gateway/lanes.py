@@ -119,6 +119,8 @@ class Lanes:
                 try:
                     if not await self._prepare(lane, item):
                         continue
+                    if self.life.stopping:
+                        break  # its row stays pending: the next process answers it (and fetches again)
                     await self.run_turn(lane, item)
                 except Exception:
                     log.exception("turn_crashed", session_key=lane.key)

@@ -206,6 +206,29 @@ class Store(Database):
                 self._history.popitem(last=False)
         return list(tail)
 
+    async def resume_history(self, session_id: str, inbox_id: int, limit: int = 0) -> list[dict[str, Any]]:
+        """What a turn resumed after a crash sends the model: the history before the turn (with ``limit``, its
+        newest ``limit`` messages, starting at a user message) and the turn's own stored messages in full,
+        its user message first. ``session_history``'s tail could cut into the turn itself, or hold none
+        of it once the turn has stored more than ``limit`` steps."""
+        own = and_(messages.c.session_id == session_id, messages.c.inbox_id == inbox_id)
+        columns = (messages.c.role, messages.c.content, messages.c.tool_calls, messages.c.tool_call_id)
+
+        def op(conn: Connection) -> list[dict[str, Any]]:
+            turn = [_to_openai(r) for r in conn.execute(select(*columns).where(own).order_by(messages.c.id))]
+            first = conn.execute(select(func.min(messages.c.id)).where(own)).scalar()
+            if first is None:
+                return []
+            before = (select(*columns).where(and_(messages.c.session_id == session_id, messages.c.id < first))
+                      .order_by(messages.c.id.desc()))
+            if limit:
+                before = before.limit(limit)
+            earlier = [_to_openai(r) for r in conn.execute(before)]
+            earlier.reverse()
+            return _from_user_message(earlier) + turn
+
+        return await self.run_read(op)
+
     async def session_count_messages(self, session_id: str) -> int:
         stmt = select(func.count()).select_from(messages).where(messages.c.session_id == session_id)
         return int(await self.run_read(lambda conn: conn.execute(stmt).scalar_one()))

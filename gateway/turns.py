@@ -168,7 +168,13 @@ class TurnExecutor:
         slot = self.slots.slot(loop)
         try:
             session = await self._session(item, source)
-            history = await self.store.session_history(session["id"], self.cfg.agent.max_history_messages)
+            limit = self.cfg.agent.max_history_messages
+            history: list[dict[str, Any]] = []
+            if item.resume_turn:  # the turn's own steps in full, however many: they end the history
+                history = await self.store.resume_history(session["id"], item.inbox_id, limit)
+                item.resume_turn = bool(history)
+            if not item.resume_turn:
+                history = await self.store.session_history(session["id"], limit)
             user_msg = None if item.resume_turn else {"role": "user", "content": user_content(item.msg)}
             journal = TurnJournal(self.store, loop, session["id"], item.inbox_id, user_msg)
             acquiring = asyncio.ensure_future(slot.acquire())

@@ -103,6 +103,43 @@ async def test_a_turn_resumes_after_its_last_stored_step(make_runner, fake_llm, 
     await wait_until(lambda: _status(runner2, row, "done"))
 
 
+async def test_a_resumed_turn_longer_than_the_history_limit_keeps_its_question_and_steps(make_runner, fake_llm,
+                                                                                          tmp_path):
+    """max_history_messages 4 and a turn that stored 7 messages before the crash: the resumed turn still
+    sends the model its question and every step (the history's tail alone would start inside the turn),
+    and before them at most 4 earlier messages, starting at a user message."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 'h.db'}"
+    runner, _qa = await make_runner({"agent": {"max_history_messages": 4}}, db_url=db)
+    session = await runner.sessions.get("qa:dm:c1", "qa")
+    old_call = {"id": "call_old", "type": "function", "function": {"name": "terminal", "arguments": "{}"}}
+    earlier = [{"role": "user", "content": "q1"}, {"role": "assistant", "content": "a1"},
+               {"role": "user", "content": "q2"}, {"role": "assistant", "content": None, "tool_calls": [old_call]},
+               {"role": "tool", "tool_call_id": "call_old", "content": "{}"}, {"role": "assistant", "content": "a2"},
+               {"role": "user", "content": "q3"}, {"role": "assistant", "content": "a3"}]
+    await runner.store.append_messages(session["id"], earlier)
+    row = await runner.store.inbox_add("qa", "m1", "qa:dm:c1", inbound("list three dirs", "m1"),
+                                       owner="gone-host:1:1:x", lease_until=1.0)
+    steps: list[dict[str, Any]] = [{"role": "user", "content": "list three dirs"}]
+    for n in range(3):
+        call = {"id": f"call_{n}", "type": "function",
+                "function": {"name": "terminal", "arguments": json.dumps({"command": f"ls /d{n}"})}}
+        steps += [{"role": "assistant", "content": None, "tool_calls": [call]},
+                  {"role": "tool", "tool_call_id": f"call_{n}", "content": json.dumps({"output": f"f{n}"})}]
+    assert len(steps) == 7
+    await runner.store.append_messages(session["id"], steps, inbox_id=row)
+    await runner.shutdown()
+    fake_llm.script(Reply("three dirs listed"))
+    runner2, qa2 = await make_runner({"agent": {"max_history_messages": 4}}, db_url=db)
+    await qa2.wait_for(lambda t: "three dirs listed" in t)
+    (request,) = fake_llm.requests
+    sent = request["messages"]
+    assert sent[0]["role"] == "system"
+    assert sent[-7:] == [{k: v for k, v in m.items() if v is not None or k == "content"} for m in steps]
+    # The newest 4 earlier ones (tool, a2, q3, a3), from their first user message: no result without its call.
+    assert [m.get("content") for m in sent[1:-7]] == ["q3", "a3"]
+    await wait_until(lambda: _status(runner2, row, "done"))
+
+
 async def test_a_call_cut_off_mid_run_gets_a_result_saying_so_not_a_second_run(make_runner, fake_llm, tmp_path):
     db = f"sqlite+aiosqlite:///{tmp_path / 'c.db'}"
     runner, _qa = await make_runner(db_url=db)

@@ -104,3 +104,34 @@ async def test_platform_cursors_are_saved_per_platform_and_chat(db_url):
         assert await store.cursors_load("slack") == {"10": "x"}
     finally:
         await store.close()
+
+
+async def test_resume_history_is_the_turn_in_full_after_the_earlier_tail(db_url):
+    """A resumed turn's history: its own stored messages (by inbox row), however many, after the newest
+    ``limit`` earlier ones cut at a user message; another turn's or another session's rows stay out."""
+    store = Store(db_url)
+    await store.init()
+    try:
+        await store.session_create("s1", "k", "web", None)
+        await store.session_create("s2", "k2", "web", None)
+        call = [{"id": "c", "type": "function", "function": {"name": "terminal", "arguments": "{}"}}]
+        await store.append_messages("s1", [
+            {"role": "user", "content": "q0"}, {"role": "assistant", "content": None, "tool_calls": call},
+            {"role": "tool", "content": "r0", "tool_call_id": "c"}, {"role": "assistant", "content": "a0"},
+            {"role": "user", "content": "q1"}, {"role": "assistant", "content": "a1"}])
+        row = await store.inbox_add("web", "m", "k", {})
+        assert row is not None
+        turn = [{"role": "user", "content": "now"}] + [
+            {"role": "assistant", "content": f"step {n}"} for n in range(6)]
+        await store.append_messages("s1", turn[:3], inbox_id=row)
+        await store.append_messages("s2", [{"role": "user", "content": "elsewhere"}], inbox_id=row + 1)
+        await store.append_messages("s1", turn[3:], inbox_id=row)
+        got = await store.resume_history("s1", row, limit=3)
+        assert [m["content"] for m in got] == ["q1", "a1"] + [m["content"] for m in turn]
+        assert [m["content"] for m in await store.resume_history("s1", row)][:6] == ["q0", None, "r0", "a0", "q1",
+                                                                                     "a1"]
+        assert await store.resume_history("s1", row + 99, limit=3) == []
+        # The plain tail would hold none of the turn's question: what the resumed turn must not be sent.
+        assert all(m["content"] != "now" for m in await store.session_history("s1", 4))
+    finally:
+        await store.close()

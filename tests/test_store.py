@@ -81,14 +81,20 @@ async def test_an_older_database_gets_the_new_columns(tmp_path):
                  "status VARCHAR(16) NOT NULL, reply TEXT, error TEXT, created_at FLOAT NOT NULL, "
                  "updated_at FLOAT NOT NULL)")
     conn.execute("INSERT INTO inbox VALUES (1, 'web', 'x', 'k', '{}', 'done', NULL, NULL, 0, 0)")
+    conn.execute("CREATE TABLE outbox (id INTEGER PRIMARY KEY, inbox_id INTEGER, platform VARCHAR(32) NOT NULL, "
+                 "chat_id VARCHAR(256) NOT NULL, chunk_index INTEGER NOT NULL, platform_message_id VARCHAR(1024), "
+                 "status VARCHAR(16) NOT NULL, error TEXT, created_at FLOAT NOT NULL, updated_at FLOAT)")
+    conn.execute("INSERT INTO outbox VALUES (1, 1, 'web', 'c', 0, NULL, 'sending', NULL, 0, 0)")
     conn.commit()
     conn.close()
     store = Store(f"sqlite+aiosqlite:///{path}")
     await store.init()
     row = await store.inbox_get(1)
+    chunks = await store.outbox_chunks(1)
     await store.close()
     assert row is not None and row["status"] == "done"
     assert "owner" in row and row["owner"] is None and "lease_until" in row
+    assert chunks[0]["status"] == "sending" and chunks[0]["idempotency_key"] is None
 
 
 async def test_platform_cursors_are_saved_per_platform_and_chat(db_url):

@@ -86,7 +86,7 @@ class Delivery:
         With ``finish_inbox`` the inbox row becomes done (or failed) in the same commit as the last chunk.
         """
         caps = adapter.capabilities
-        chunks = chunk_text(adapter.render(out.text), caps.max_message_length, adapter.measure) or [" "]
+        chunks = chunk_text(adapter.render(out.text), caps.max_message_length, adapter.measure, caps.dialect) or [" "]
         durable = inbox_id is not None
         state = await self.store.outbox_chunks(inbox_id) if durable and resume else {}
         finish = finish_inbox and durable

@@ -140,7 +140,8 @@ class TurnExecutor:
         source = item.msg.source
         adapter = self.adapters.get(source.platform)
         if adapter is None:
-            await self.store.inbox_set(item.inbox_id, "failed", error=f"platform {source.platform} is not enabled")
+            await self.store.inbox_set(item.inbox_id, "failed", error=f"platform {source.platform} is not enabled",
+                                       expected=("pending", "replied"))
             return
         turn_id = uuid.uuid4().hex[:12]
         structlog.contextvars.bind_contextvars(session_key=lane.key, platform=source.platform, turn_id=turn_id)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 from gateway.store import Store
 
 
@@ -139,5 +141,56 @@ async def test_resume_history_is_the_turn_in_full_after_the_earlier_tail(db_url)
         assert await store.resume_history("s1", row + 99, limit=3) == []
         # The plain tail would hold none of the turn's question: what the resumed turn must not be sent.
         assert all(m["content"] != "now" for m in await store.session_history("s1", 4))
+    finally:
+        await store.close()
+
+
+async def test_two_instances_claiming_one_row_at_once_one_wins(db_url):
+    """Two daemons' recoveries see the same row of a gone owner and claim it at the same moment: the claim is
+    conditional on the owner they saw, so exactly one wins, and the row is that one's."""
+    import asyncio
+
+    a, b = Store(db_url), Store(db_url)
+    await a.init()
+    await b.init()
+    try:
+        rows = []
+        for n in range(20):
+            row_id = await a.inbox_add("qa", f"m{n}", "k", {}, owner="gone:1:1:x", lease_until=1.0)
+            rows.append(await a.inbox_get(row_id))
+        results = await asyncio.gather(*(store.inbox_claim(row, name, 2.0)
+                                         for row in rows for store, name in ((a, "A"), (b, "B"))))
+        for n, row in enumerate(rows):
+            won_a, won_b = results[2 * n], results[2 * n + 1]
+            assert won_a != won_b, (row["id"], won_a, won_b)
+            assert (await a.inbox_get(row["id"]))["owner"] == ("A" if won_a else "B")
+        # A claim made on what the row was before it moved on (another owner, another status) loses.
+        assert not await b.inbox_claim(rows[0], "B", 3.0)
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_a_stale_conditional_change_does_not_overwrite_a_row_that_moved_on(db_url):
+    from gateway.store import NotExpected
+
+    store = Store(db_url)
+    await store.init()
+    try:
+        await store.session_create("s1", "k", "web", None)
+        row = await store.inbox_add("web", "m1", "k", {})
+        assert row is not None
+        assert await store.inbox_set(row, "replied", reply="the answer", expected="pending")
+        # Writers that still think the row is pending (a stop, the queue, a crash path) change nothing.
+        assert not await store.inbox_set(row, "cancelled", error="stale", expected="pending")
+        assert not await store.inbox_set(row, "failed", error="stale", expected=("pending",))
+        with pytest.raises(NotExpected):
+            await store.append_messages("s1", [{"role": "assistant", "content": "late"}], inbox_id=row,
+                                        inbox_status="replied", reply="late", expected="pending")
+        found = await store.inbox_get(row)
+        assert (found["status"], found["reply"], found["error"]) == ("replied", "the answer", None)
+        assert await store.session_history("s1") == []  # the stale turn's messages were not stored either
+        assert await store.inbox_set(row, "done", expected=("pending", "replied"))
+        assert (await store.inbox_get(row))["status"] == "done"
     finally:
         await store.close()

@@ -44,7 +44,7 @@ class Recovery:
             if not await self.store.inbox_claim(row, self.instance.id, self.instance.lease()):
                 continue  # another instance was quicker
             msg = InboundMessage.from_dict(row["payload"])
-            command = self._command(msg)
+            command = self._command(msg, legacy=row["owner"] is None)
             if row["status"] == "replied" and row["reply"] is not None:
                 item = Accepted(row["id"], msg, row["session_key"], resume_reply=row["reply"])
             elif command is not None:
@@ -63,12 +63,13 @@ class Recovery:
             log.info("inbox_recovered", platform=adapter.name, messages=resumed)
         return resumed
 
-    def _command(self, msg: InboundMessage) -> CommandCall | None:
+    def _command(self, msg: InboundMessage, legacy: bool) -> CommandCall | None:
         """The command the row carries, as ``accept`` decided it: a typed ``/word`` the registry does not know
         is prose for the model; a native command stays one."""
         call = msg.command
-        if call is None:
-            # Rows stored before adapters filled ``command``: a /command in the text.
+        if call is None and legacy:
+            # Rows stored before adapters filled ``command`` (and before rows had owners): a /command in the
+            # text. Not for newer rows: their adapter said the text is no command (Slack's prefix is "!").
             parsed = parse_text_command(msg.text)
             call = parsed[0] if parsed else None
         return self.commands.resolve(call)

@@ -105,6 +105,20 @@ async def test_prose_that_starts_with_a_path_is_answered_after_a_restart(make_ru
     await _wait_status(runner2, row, "done")
 
 
+async def test_a_row_its_adapter_did_not_take_for_a_command_is_prose_after_a_restart(make_runner, fake_llm,
+                                                                                      tmp_path):
+    """A newer row (it has an owner) whose adapter left ``command`` empty — Slack's typed commands start with
+    "!", so a "/new" there is text — goes to the model after a restart, as it would have before."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 'n.db'}"
+    runner, _qa = await make_runner(db_url=db)
+    row = await runner.store.inbox_add("qa", "s1", "qa:dm:c1", inbound("/new is what I typed", "s1").to_dict(),
+                                       owner="gone-host:1:1:x", lease_until=1.0)
+    await runner.shutdown()
+    runner2, qa2 = await make_runner(db_url=db)
+    await qa2.wait_for(lambda t: "echo: /new is what I typed" in t)
+    await _wait_status(runner2, row, "done")
+
+
 async def _wait_status(runner, row: int, status: str) -> None:
     for _ in range(200):
         if (await runner.store.inbox_get(row))["status"] == status:

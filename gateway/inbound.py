@@ -81,7 +81,7 @@ class Inbound:
             return None
         if not self.access.allowed(msg.source, adapter.trusted):
             self.counters["messages_denied"] += 1
-            await self.store.inbox_set(inbox_id, "denied")
+            await self.store.inbox_set(inbox_id, "denied", expected="pending")
             log.info("sender_denied", platform=adapter.name, user_id=msg.source.user_id)
             self.on_denied(adapter, msg.source)
             return None

@@ -107,7 +107,7 @@ class GatewayRunner:
         self.cron: Any = None  # cron.scheduler.CronScheduler once started (cron.enabled)
         register_cron_commands(self.commands, self.store, lambda: self.cron)
         self.locks = CredentialLocks(self.store.url, paths.profile)
-        self.recovery = Recovery(self.store, self.instance, self.lanes, self.commands)
+        self.recovery = Recovery(self.store, self.instance, self.lanes, self.commands, self.notices)
         self.supervisor = Supervisor(self.adapters, self.locks, self.recovery, self.instance, self)
         self._http: Any = None
         self.warnings: list[str] = []  # start-up warnings /readyz repeats (sandbox: none, no bubblewrap)

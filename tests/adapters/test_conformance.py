@@ -125,6 +125,25 @@ async def test_a_reply_over_the_limit_arrives_whole_in_pieces_that_fit_with_code
     assert all(p.reply_to is None for p in parts[1:])  # only the first piece answers the question
 
 
+async def test_links_and_emphasis_split_at_the_limit_arrive_whole(driver: PlatformDriver, fake_llm: FakeLLM) -> None:
+    """Chunking works on the rendered text (``<url|label>``, ``*bold*`` on Slack): no piece ends inside a link
+    or an emphasis span, so every label and every bold phrase shows whole, in one message."""
+    await driver.start()
+    units = [(f"the page number {i} of the docs", f"some bold words {i} end") for i in range(driver.limit // 40)]
+    answer = " ".join(f"see [{label}](https://example.org/docs/{i}) and **{bold}** then"
+                      for i, (label, bold) in enumerate(units))
+    fake_llm.script(Reply(answer))
+    await driver.send("links, please")
+    last = units[-1][1]
+    parts = await driver.wait_messages(driver.chat, lambda ms: any(last in m.text for m in ms), timeout=30)
+    parts = [p for p in parts if "the page number" in p.text]
+    assert len(parts) >= 2
+    assert all(driver.length(p) <= driver.limit for p in parts), [driver.length(p) for p in parts]
+    for label, bold in units:
+        assert sum(label in p.text for p in parts) == 1, label
+        assert sum(bold in p.text for p in parts) == 1, bold
+
+
 # ---- 4. an edit in a thread ----------------------------------------------------------------------------------
 
 

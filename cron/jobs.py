@@ -91,8 +91,9 @@ class Target:
 
 
 def _enc(value: str) -> str:
-    # Ids may contain any character; ':' and ',' separate targets' parts, '%' escapes.
-    return quote(value, safe="-_.~@+!$&'()*;=/ ")
+    # Ids may contain any character; ':' and ',' separate targets' parts, '%' escapes, and spaces are escaped
+    # too: a deliver string's parts are stripped, which would eat one at the end of an id.
+    return quote(value, safe="-_.~@+!$&'()*;=/")
 
 
 def split_chat(text: str) -> tuple[str, str | None]:

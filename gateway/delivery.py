@@ -15,7 +15,7 @@ import random
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -48,6 +48,16 @@ class DeliveryReport:
     error: str | None = None
 
 
+def chunk_key(row: Mapping[str, Any] | None, inbox_id: int | None, index: int) -> str:
+    """The idempotency key of a reply's chunk: drawn at random when the chunk is first begun and stored on its
+    outbox row, the same when that chunk is resent. Not derived from the inbox id, which SQLite reuses once
+    the newest rows are deleted: a new answer would carry a key the platform has already seen, and be
+    swallowed as a repeat. A row an older Herald began without one was sent with ``herald-<inbox>-<chunk>``."""
+    if row is None:
+        return f"herald-{uuid.uuid4().hex}"
+    return row.get("idempotency_key") or f"herald-{inbox_id}-{index}"
+
+
 class Delivery:
     def __init__(self, store: Store, metrics: Metrics | None = None, *, max_attempts: int = 6, base_delay: float = 1.0,
                  max_delay: float = 60.0) -> None:
@@ -76,7 +86,7 @@ class Delivery:
         With ``finish_inbox`` the inbox row becomes done (or failed) in the same commit as the last chunk.
         """
         caps = adapter.capabilities
-        chunks = chunk_text(adapter.render(out.text), caps.max_message_length, adapter.measure) or [" "]
+        chunks = chunk_text(adapter.render(out.text), caps.max_message_length, adapter.measure, caps.dialect) or [" "]
         durable = inbox_id is not None
         state = await self.store.outbox_chunks(inbox_id) if durable and resume else {}
         finish = finish_inbox and durable
@@ -94,13 +104,14 @@ class Delivery:
                     reply_to=out.reply_to if index == 0 else None, thread_id=out.thread_id,
                     reply_handle=out.reply_handle, ephemeral=out.ephemeral,
                 )
-                key = f"herald-{inbox_id}-{index}" if durable else uuid.uuid4().hex
+                key = chunk_key(row, inbox_id, index) if durable else uuid.uuid4().hex
                 row_id = None
                 if durable:
                     if row is not None and row["status"] == "sending" and not caps.idempotent_send:
                         await self._notice(adapter, chat_id, out)
-                    row_id = await self.store.outbox_begin(inbox_id, adapter.name, chat_id, index,
-                                                           row["id"] if row is not None else None)
+                    row_id = await self.store.outbox_begin(
+                        inbox_id, adapter.name, chat_id, index, key=key,  # type: ignore[arg-type]
+                        row_id=row["id"] if row is not None else None)
                 try:
                     ids = await self._send_one(adapter, chat_id, chunk, piece, key)
                 except PermanentError as exc:

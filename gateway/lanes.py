@@ -5,6 +5,10 @@ queue``, the sender is told) or replaces the running turn (``interrupt``). The q
 (``gateway.max_queue``): past it the sender is told plainly and the message is marked rejected, never
 silently dropped. Lanes disappear when they are empty and idle. One watchdog ends turns that make no
 progress for ``gateway.turn_timeout_seconds``.
+
+Before a message's turn its adapter does what it left for after the acknowledgement (``prepare``: the
+files the message came with are downloaded). The lane waits meanwhile, not the platform's ack: the chat's
+next message stays behind it.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ class Lane:
     queue: deque[Accepted] = field(default_factory=deque)
     turn: Turn | None = None
     task: asyncio.Task[None] | None = None
+    adapter: PlatformAdapter | None = None  # a session key names one platform: the adapter of its messages
 
 
 RunTurn = Callable[[Lane, Accepted], Awaitable[None]]
@@ -84,6 +89,7 @@ class Lanes:
         lane = self.lanes.get(item.key)
         if lane is None:
             lane = self.lanes[item.key] = Lane(item.key)
+        lane.adapter = adapter
         busy = lane.turn is not None or bool(lane.queue) or lane.task is not None
         source = item.msg.source
         if busy and len(lane.queue) >= self.cfg.max_queue:
@@ -116,6 +122,10 @@ class Lanes:
             while lane.queue and not self.life.stopping:
                 item = lane.queue.popleft()
                 try:
+                    if not await self._prepare(lane, item):
+                        continue
+                    if self.life.stopping:
+                        break  # its row stays pending: the next process answers it (and fetches again)
                     await self.run_turn(lane, item)
                 except Exception:
                     log.exception("turn_crashed", session_key=lane.key)
@@ -125,6 +135,26 @@ class Lanes:
             lane.task = None
             if not lane.queue and lane.turn is None and self.lanes.get(lane.key) is lane:
                 del self.lanes[lane.key]
+
+    async def _prepare(self, lane: Lane, item: Accepted) -> bool:
+        """The adapter's work left for after the ack (``PlatformAdapter.prepare``); False: no turn for it."""
+        msg = item.msg
+        if not msg.pending or lane.adapter is None or item.resume_reply is not None or item.resume_turn:
+            return True  # a resumed turn has its user message (and its files' paths) stored already
+        try:
+            prepared = await lane.adapter.prepare(msg)
+        except Exception:
+            log.exception("prepare_failed", session_key=lane.key)  # the turn runs with what there is
+            return True
+        if prepared.drop:
+            log.info("message_not_for_the_agent", session_key=lane.key, reason=prepared.drop)
+            await self.store.inbox_set(item.inbox_id, "cancelled", error=prepared.drop, expected="pending")
+            return False
+        if prepared.problems:
+            missed = "; ".join(prepared.problems)
+            await self.notifier.notify(msg.source, f"⚠️ I could not download what you sent ({missed}). "
+                                                   "I'll answer with what I have.")
+        return True
 
     # ---- what commands see (gateway.ports.TurnControl) -----------------------------------------------
 

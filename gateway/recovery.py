@@ -5,7 +5,9 @@ this machine that no longer runs, or a lease that ran out), claiming it with a c
 one instance wins — and only for an adapter it runs, after that adapter's credential lock is taken and
 ``start()`` has connected, so a recovered reply can actually be sent. A row whose answer is stored is only
 delivered (the outbox says which chunks are out); a turn with stored steps resumes after its last step; a
-command is not replayed (it was about the moment it was sent).
+command is not replayed (it was about the moment it was sent): its sender is told it was not run. Whether a
+row is a command is decided as ``accept`` decides it (``CommandRegistry.resolve``): "/etc is full, why?"
+is prose and is answered.
 """
 
 from __future__ import annotations
@@ -17,18 +19,21 @@ import structlog
 from gateway.commands import CommandRegistry
 from gateway.instance import Instance
 from gateway.lanes import Lanes
-from gateway.platforms.base import Accepted, InboundMessage, PlatformAdapter, parse_text_command
+from gateway.platforms.base import Accepted, CommandCall, InboundMessage, PlatformAdapter, parse_text_command
+from gateway.ports import Notifier
 from gateway.store import Store
 
 log = structlog.get_logger("herald.recovery")
 
 
 class Recovery:
-    def __init__(self, store: Store, instance: Instance, lanes: Lanes, commands: CommandRegistry) -> None:
+    def __init__(self, store: Store, instance: Instance, lanes: Lanes, commands: CommandRegistry,
+                 notifier: Notifier) -> None:
         self.store = store
         self.instance = instance
         self.lanes = lanes
         self.commands = commands
+        self.notifier = notifier
         self.router: Any = None  # gateway.routing.SessionRouter: with several instances, sessions have owners
 
     async def recover(self, adapter: PlatformAdapter) -> int:
@@ -48,11 +53,11 @@ class Recovery:
             if not await self.store.inbox_claim(row, self.instance.id, self.instance.lease()):
                 continue  # another instance was quicker
             msg = InboundMessage.from_dict(row["payload"])
+            command = command_of(msg, row["owner"] is None, self.commands)
             if row["status"] == "replied" and row["reply"] is not None:
                 item = Accepted(row["id"], msg, row["session_key"], resume_reply=row["reply"])
-            elif self._is_command(msg):
-                await self.store.inbox_set(row["id"], "cancelled", error="command interrupted by a restart",
-                                           expected="pending")
+            elif command is not None:
+                await drop_command(self.store, self.notifier, adapter, row["id"], msg, command)
                 continue
             else:
                 steps = await self.store.turn_steps(row["id"])
@@ -63,9 +68,24 @@ class Recovery:
             log.info("inbox_recovered", platform=adapter.name, messages=resumed)
         return resumed
 
-    def _is_command(self, msg: InboundMessage) -> bool:
-        if msg.command is not None:
-            return True
-        # Rows stored before adapters filled ``command``: a known /command in the text.
+
+def command_of(msg: InboundMessage, legacy: bool, commands: CommandRegistry) -> CommandCall | None:
+    """The command a stored row carries, as ``accept`` decided it: a typed ``/word`` the registry does not know
+    is prose for the model; a native command stays one."""
+    call = msg.command
+    if call is None and legacy:
+        # Rows stored before adapters filled ``command`` (and before rows had owners): a /command in the
+        # text. Not for newer rows: their adapter said the text is no command (Slack's prefix is "!").
         parsed = parse_text_command(msg.text)
-        return parsed is not None and self.commands.lookup(parsed[0].name) is not None
+        call = parsed[0] if parsed else None
+    return commands.resolve(call)
+
+
+async def drop_command(store: Store, notifier: Notifier, adapter: PlatformAdapter, inbox_id: int,
+                       msg: InboundMessage, command: CommandCall) -> None:
+    """A command cut off by a restart (or the death of the instance running it) is not replayed: it was about
+    the moment it was sent. Its sender is told."""
+    if await store.inbox_set(inbox_id, "cancelled", error="command interrupted by a restart", expected="pending"):
+        name = adapter.capabilities.command(command.name)
+        await notifier.notify(msg.source, f"↻ Herald restarted before it could run {name}: it was not run. Send "
+                                          "it again if you still want it.")

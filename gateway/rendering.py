@@ -4,7 +4,10 @@ Chunking works on text already in the platform's dialect, measured the way the p
 (``measure``: characters, UTF-16 units, the length after conversion to entities ...). A piece ends at a
 paragraph, line or word boundary where it can; a code block cut in two is closed at the end of one piece
 and reopened (same fence and language) at the start of the next, and a word boundary inside an inline
-span (``code``, **bold**) is not used, so each piece renders on its own.
+span is not used, so each piece renders on its own: code spans, links (``[label](url)``, ``<url|label>``,
+``<url>``) and the dialect's emphasis (markdown's ``**bold**``/``_italic_``/``~~strike~~``, Slack's
+``*bold*``/``_italic_``/``~strike~``, Discord's ``||spoiler||`` too). Only a span that does not fit in a
+piece by itself is split, plainly, at a word inside it.
 """
 
 from __future__ import annotations
@@ -15,7 +18,31 @@ from collections.abc import Callable
 Measure = Callable[[str], int]
 
 _FENCE = re.compile(r"^(\s*)(```|~~~)")
-_INLINE_MARKS = ("`", "**", "__", "~~")
+# Spans are looked for within this many characters of the window's end (past it, a span is split plainly
+# anyway). No span pattern can run past the next occurrence of its own closing mark, so a line full of
+# unmatched openers costs linear time, not quadratic.
+_SPAN_MAX = 2048
+_LOOK_PAST = 2 * _SPAN_MAX
+_CODE_SPAN = re.compile(rf"`[^`\n]{{1,{_SPAN_MAX}}}`")
+# Links whatever the dialect: markdown's [label](url) (and images), Slack's <url|label>, <url>, <@U1>,
+# Discord's <@1>, <#2>, <:name:3>; a "<" before a space is a less-than sign.
+_LINK = re.compile(rf"!?\[[^\[\]\n]{{0,{_SPAN_MAX}}}\]\([^()\s]{{0,{_SPAN_MAX}}}(?:\s[^()\n]{{0,{_SPAN_MAX}}})?\)"
+                   rf"|<(?=[^\s<>])[^<>\n]{{0,{_SPAN_MAX}}}>")
+
+
+def _emphasis(mark: str) -> str:
+    """A span between two ``mark``s: opened before a non-space, closed after one, not inside a word."""
+    m, edge = re.escape(mark), re.escape(mark[0])
+    inside = f"[^{edge}\\n]" if len(mark) == 1 else f"(?:[^{edge}\\n]|{edge}(?!{edge}))"
+    return (rf"(?<![\w{edge}]){m}(?=[^\s{edge}]){inside}{{0,{_SPAN_MAX}}}(?<=[^\s{edge}]){m}(?![\w{edge}])")
+
+
+_MARKDOWN_EMPHASIS = [_emphasis("**"), _emphasis("__"), _emphasis("~~"), _emphasis("*"), _emphasis("_")]
+_EMPHASIS = {
+    "markdown": re.compile("|".join(_MARKDOWN_EMPHASIS)),
+    "discord": re.compile("|".join([_emphasis("||"), *_MARKDOWN_EMPHASIS])),
+    "slack_mrkdwn": re.compile("|".join([_emphasis("*"), _emphasis("_"), _emphasis("~")])),
+}
 
 
 def utf16_len(text: str) -> int:
@@ -39,32 +66,53 @@ def _piece(prefix: str, body: str, open_fence: str | None) -> tuple[str, str | N
     return piece, fence
 
 
-def _inside_span(line_prefix: str) -> bool:
-    return any(line_prefix.count(mark) % 2 for mark in _INLINE_MARKS)
+def _spans(line: str, dialect: str) -> list[tuple[int, int]]:
+    """Where in ``line`` a piece must not end: code spans, links, the dialect's emphasis."""
+    spans = [m.span() for m in _CODE_SPAN.finditer(line)]
+    masked = line
+    for start, end in spans:  # what is inside code is not markup
+        masked = masked[:start] + "x" * (end - start) + masked[end:]
+    spans += [m.span() for m in _LINK.finditer(masked)]
+    emphasis = _EMPHASIS.get(dialect)
+    if emphasis is not None:
+        spans += [m.span() for m in emphasis.finditer(masked)]
+    return spans
 
 
-def _boundary(window: str, hard: int) -> int:
-    """Where to end a piece whose longest fitting body is ``window`` (``hard`` characters long)."""
+def _boundary(rest: str, hard: int, dialect: str) -> int:
+    """Where to end a piece of ``rest`` whose longest fitting body is ``rest[:hard]``."""
+    window = rest[:hard]
     split = window.rfind("\n\n")
     if split >= hard // 2:
         return split
-    split = window.rfind("\n")
-    if split >= hard // 2:
-        return split
-    line_start = window.rfind("\n") + 1
-    space = len(window)
-    for _ in range(64):
-        space = window.rfind(" ", line_start, space)
-        if space <= line_start:
+    newline = window.rfind("\n")
+    if newline >= hard // 2:
+        return newline
+    # A word boundary in the window's last line, outside every span of the line (a span may go on past the
+    # window); a very long line is looked at only near the window's end.
+    line_start = max(newline + 1, hard - _LOOK_PAST)
+    line_end = rest.find("\n", hard, hard + _LOOK_PAST)
+    line = rest[line_start:line_end if line_end >= 0 else hard + _LOOK_PAST]
+    spans = _spans(line, dialect)
+    last_space = -1
+    space = hard - line_start
+    while True:
+        space = line.rfind(" ", 0, space)
+        if space <= 0:
             break
-        if not _inside_span(window[line_start:space]):
-            return space
+        last_space = max(last_space, space)
+        if not any(start < space < end for start, end in spans):
+            return line_start + space
+    if newline > 0:  # no word boundary outside a span on this line: the line goes to the next piece
+        return newline
+    if last_space > 0:  # one span longer than a piece: split plainly, at a word inside it
+        return line_start + last_space
     return hard
 
 
-def chunk_text(text: str, limit: int, measure: Measure = len) -> list[str]:
-    """Split ``text`` into pieces with ``measure(piece) <= limit`` each, losing nothing but the line breaks
-    at a split."""
+def chunk_text(text: str, limit: int, measure: Measure = len, dialect: str = "markdown") -> list[str]:
+    """Split ``text`` (in ``dialect``, as ``Capabilities.dialect`` names it) into pieces with
+    ``measure(piece) <= limit`` each, losing nothing but the line breaks at a split."""
     if measure(text) <= limit:
         return [text]
     pieces: list[str] = []
@@ -85,7 +133,7 @@ def chunk_text(text: str, limit: int, measure: Measure = len) -> list[str]:
                 lo = mid
             else:
                 hi = mid - 1
-        cut = _boundary(rest[:lo], lo)
+        cut = _boundary(rest, lo, dialect)
         while cut > 1 and measure(_piece(prefix, rest[:cut], open_fence)[0]) > limit:
             cut -= 1
         body, rest = rest[:cut], rest[cut:]

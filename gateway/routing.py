@@ -31,6 +31,7 @@ from gateway.lanes import Lanes
 from gateway.leases import Taken, op_accept, op_expire_all, op_release, op_renew, op_rows, op_take_over
 from gateway.platforms.base import Accepted, InboundMessage, PlatformAdapter
 from gateway.ports import Adapters, Lifecycle, Notifier
+from gateway.recovery import command_of, drop_command
 from gateway.store import Store
 
 log = structlog.get_logger("herald.routing")
@@ -41,7 +42,6 @@ POLL_SECONDS = 2.0
 POLL_SECONDS_UNHEARD = 0.5  # while the bus is down, wake-ups are not heard: poll more often
 
 Dispatch = Callable[[PlatformAdapter, Accepted], None]
-CUT_COMMAND = "cut off by a restart"
 
 
 class SessionRouter:
@@ -127,22 +127,22 @@ class SessionRouter:
                 self.dispatch(adapter, item)
 
     def _item(self, row: dict[str, Any]) -> Accepted | None:
-        """The row as an Accepted; None for a command that another instance left unfinished (it was about the
+        """The row as an Accepted; None for a command that a gone instance left unfinished (it was about the
         moment it was sent: it is not replayed)."""
         msg = InboundMessage.from_dict(row["payload"])
         if row["status"] == "replied" and row["reply"] is not None:
             return Accepted(row["id"], msg, row["session_key"], resume_reply=row["reply"])
-        command = self.commands.resolve(msg.command)
+        command = command_of(msg, False, self.commands)
         if command is not None:
             return None if row.get("adopted") else Accepted(row["id"], msg, row["session_key"], command)
         return Accepted(row["id"], msg, row["session_key"], resume_turn=bool(row.get("has_steps")))
 
     async def _cut(self, row: dict[str, Any]) -> None:
         msg = InboundMessage.from_dict(row["payload"])
-        if await self.store.inbox_set(row["id"], "cancelled", error=f"command {CUT_COMMAND}", expected="pending"):
-            adapter = self.adapters.get(row["platform"])
-            name = adapter.capabilities.command(msg.command.name) if adapter and msg.command else "A command"
-            await self.notifier.notify(msg.source, f"⚠️ {name} was {CUT_COMMAND} and not run; send it again.")
+        adapter = self.adapters.get(row["platform"])
+        command = command_of(msg, False, self.commands)
+        if adapter is not None and command is not None:
+            await drop_command(self.store, self.notifier, adapter, row["id"], msg, command)
 
     def _woken(self, key: str) -> None:
         self.life.spawn(self.pull(key), name="routing:pull")

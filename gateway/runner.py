@@ -110,7 +110,7 @@ class GatewayRunner:
         self.cron: Any = None  # cron.scheduler.CronScheduler once started (cron.enabled)
         register_cron_commands(self.commands, self.store, lambda: self.cron)
         self.locks = CredentialLocks(self.store.url, paths.profile)
-        self.recovery = Recovery(self.store, self.instance, self.lanes, self.commands)
+        self.recovery = Recovery(self.store, self.instance, self.lanes, self.commands, self.notices)
         # Several instances on one PostgreSQL database: each session's turns run in its lease owner.
         self.bus = make_bus(self.store.url, self.instance.id)
         self.router = SessionRouter(self.store, self.instance, self.bus, self.lanes, self.adapters, self.commands,

@@ -105,7 +105,7 @@ class Store(Database):
     async def outbox_chunks(self, inbox_id: int) -> dict[int, dict[str, Any]]:
         """The newest row of each chunk recorded for ``inbox_id``."""
         rows = await self.run_read(op_all(
-            select(outbox.c.id, outbox.c.chunk_index, outbox.c.status)
+            select(outbox.c.id, outbox.c.chunk_index, outbox.c.status, outbox.c.idempotency_key)
             .where(outbox.c.inbox_id == inbox_id).order_by(outbox.c.id)
         ))
         return {r["chunk_index"]: r for r in rows}
@@ -113,17 +113,19 @@ class Store(Database):
     async def outbox_sent_chunks(self, inbox_id: int) -> set[int]:
         return {i for i, r in (await self.outbox_chunks(inbox_id)).items() if r["status"] == "sent"}
 
-    async def outbox_begin(self, inbox_id: int, platform: str, chat_id: str, chunk_index: int,
+    async def outbox_begin(self, inbox_id: int, platform: str, chat_id: str, chunk_index: int, *, key: str,
                            row_id: int | None = None) -> int:
-        """Mark a chunk ``sending`` before it goes out (a new row, or the one an earlier attempt left)."""
+        """Mark a chunk ``sending`` before it goes out, with the idempotency ``key`` it is sent with (a new row,
+        or the one an earlier attempt left)."""
         now = time.time()
         if row_id is not None:
-            stmt = update(outbox).where(outbox.c.id == row_id).values(status="sending", error=None, updated_at=now)
+            stmt = update(outbox).where(outbox.c.id == row_id).values(status="sending", error=None, updated_at=now,
+                                                                      idempotency_key=key)
             await self.run_write(lambda conn: conn.execute(stmt))
             return row_id
         params = {"inbox_id": inbox_id, "platform": platform, "chat_id": chat_id, "chunk_index": chunk_index,
                   "platform_message_id": None, "status": "sending", "error": None, "created_at": now,
-                  "updated_at": now}
+                  "updated_at": now, "idempotency_key": key}
         return int(await self.run_write(lambda conn: conn.execute(_OUTBOX_INSERT, params).inserted_primary_key[0]))
 
     async def outbox_finish(self, row_id: int, status: str, ids: list[str], error: str | None,
@@ -147,7 +149,7 @@ class Store(Database):
         await self.run_write(op_exec((_OUTBOX_INSERT, {
             "inbox_id": inbox_id, "platform": platform, "chat_id": chat_id, "chunk_index": chunk_index,
             "platform_message_id": platform_message_id, "status": status, "error": error, "created_at": now,
-            "updated_at": now,
+            "updated_at": now, "idempotency_key": None,
         })))
 
     # ---- sessions and messages ---------------------------------------------------------------
@@ -209,6 +211,29 @@ class Store(Database):
 
     def forget_history(self, session_id: str) -> None:
         self._history.pop(session_id, None)
+
+    async def resume_history(self, session_id: str, inbox_id: int, limit: int = 0) -> list[dict[str, Any]]:
+        """What a turn resumed after a crash sends the model: the history before the turn (with ``limit``, its
+        newest ``limit`` messages, starting at a user message) and the turn's own stored messages in full,
+        its user message first. ``session_history``'s tail could cut into the turn itself, or hold none
+        of it once the turn has stored more than ``limit`` steps."""
+        own = and_(messages.c.session_id == session_id, messages.c.inbox_id == inbox_id)
+        columns = (messages.c.role, messages.c.content, messages.c.tool_calls, messages.c.tool_call_id)
+
+        def op(conn: Connection) -> list[dict[str, Any]]:
+            turn = [_to_openai(r) for r in conn.execute(select(*columns).where(own).order_by(messages.c.id))]
+            first = conn.execute(select(func.min(messages.c.id)).where(own)).scalar()
+            if first is None:
+                return []
+            before = (select(*columns).where(and_(messages.c.session_id == session_id, messages.c.id < first))
+                      .order_by(messages.c.id.desc()))
+            if limit:
+                before = before.limit(limit)
+            earlier = [_to_openai(r) for r in conn.execute(before)]
+            earlier.reverse()
+            return _from_user_message(earlier) + turn
+
+        return await self.run_read(op)
 
     async def session_count_messages(self, session_id: str) -> int:
         stmt = select(func.count()).select_from(messages).where(messages.c.session_id == session_id)

@@ -99,6 +99,9 @@ outbox = Table(
     Column("error", Text, nullable=True),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=True),
+    # The key ``send`` is given, drawn when the chunk is first begun and reused when it is resent: unique for
+    # ever (an inbox id is not: SQLite hands out a deleted newest row's id again).
+    Column("idempotency_key", String(64), nullable=True),
 )
 
 

@@ -140,7 +140,8 @@ class TurnExecutor:
         source = item.msg.source
         adapter = self.adapters.get(source.platform)
         if adapter is None:
-            await self.store.inbox_set(item.inbox_id, "failed", error=f"platform {source.platform} is not enabled")
+            await self.store.inbox_set(item.inbox_id, "failed", error=f"platform {source.platform} is not enabled",
+                                       expected=("pending", "replied"))
             return
         turn_id = uuid.uuid4().hex[:12]
         structlog.contextvars.bind_contextvars(session_key=lane.key, platform=source.platform, turn_id=turn_id)
@@ -168,7 +169,13 @@ class TurnExecutor:
         slot = self.slots.slot(loop)
         try:
             session = await self._session(item, source)
-            history = await self.store.session_history(session["id"], self.cfg.agent.max_history_messages)
+            limit = self.cfg.agent.max_history_messages
+            history: list[dict[str, Any]] = []
+            if item.resume_turn:  # the turn's own steps in full, however many: they end the history
+                history = await self.store.resume_history(session["id"], item.inbox_id, limit)
+                item.resume_turn = bool(history)
+            if not item.resume_turn:
+                history = await self.store.session_history(session["id"], limit)
             user_msg = None if item.resume_turn else {"role": "user", "content": user_content(item.msg)}
             journal = TurnJournal(self.store, loop, session["id"], item.inbox_id, user_msg)
             acquiring = asyncio.ensure_future(slot.acquire())

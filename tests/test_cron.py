@@ -335,6 +335,36 @@ async def test_cronjob_tool_creates_a_job_for_the_chat_it_was_asked_in(make_runn
     assert job["id"] in listed[2]
 
 
+async def test_targets_whose_ids_hold_any_characters_are_delivered_to_that_chat_and_thread(make_runner):
+    """Chat and thread ids with '/', ',', '%', ':' and spaces travel in the job's deliver string (percent-encoded)
+    and its results reach exactly that chat and thread, also when a target is retried after a failure."""
+    from cron.jobs import Target
+
+    clock = Clock()
+    _, qa, sched = await start_cron(make_runner, clock, cron={"delivery_attempts": 2})
+    weird = [Target("chat", "qa", "room/1,2%3:4", "thread/5,6%7:8 "), Target("chat", "qa", "a:b", None),
+             Target("chat", "qa", "50%25,x", "t:1")]
+    deliver = ",".join(str(t) for t in weird)
+    first: set[str] = set()
+
+    def flaky(chat_id: str, _text: str) -> Exception | None:
+        if chat_id == "a:b" and chat_id not in first:  # its first send fails: it is owed, stored, retried
+            first.add(chat_id)
+            return PermanentError("not yet")
+        return None
+
+    qa.send_hook = flaky
+    job = await create(sched, schedule="every 1h", script="echo weird ids", no_agent=True, deliver=deliver)
+    assert (await sched.store.job(job["id"]))["deliver"] == deliver
+    clock.t += 3600
+    await sched.tick()
+    await settle(sched)
+    [run] = await runs(sched, job["id"])
+    assert (run["delivery_status"], run["delivery_attempts"]) == ("delivered", 2)
+    got = sorted((s.chat_id, s.message.thread_id) for s in qa.sent if "weird ids" in s.text)
+    assert got == sorted((t.chat_id, t.thread_id) for t in weird)
+
+
 async def test_cron_and_sethome_commands(make_runner):
     clock = Clock()
     _, qa, sched = await start_cron(make_runner, clock)

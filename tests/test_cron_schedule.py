@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from cron.jobs import JobError, build_job, parse_targets
+from cron.jobs import JobError, Target, build_job, parse_targets
 from cron.schedule import (
     ScheduleError,
     catch_up_window,
@@ -115,6 +115,24 @@ def test_deliver_targets():
         parse_targets("origin", None, has_origin=False)
     with pytest.raises(JobError, match="at least one"):
         parse_targets(" , ")
+
+
+@pytest.mark.parametrize("chat_id, thread_id", [
+    ("C0123/1712345678.000100", None),  # a slash, as in Slack's channel/ts ids
+    ("a,b", "t,1"),  # the separator of targets
+    ("100%", "50%25"),  # the escape character itself, and something that looks escaped already
+    ("x:y", "t:1:2"),  # the separator of a target's parts
+    ("/a,b%c:d/", "/e,f%g:h"),
+    (" padded ", "ü 😀\ttab "),  # spaces at the ends survive the stripping of a deliver string's parts
+    ("ends in a space ", None),
+])
+def test_chat_targets_with_any_characters_round_trip(chat_id, thread_id):
+    target = Target("chat", "slack", chat_id, thread_id)
+    text = str(target)
+    assert "," not in text and text.count(":") == (2 if thread_id else 1)
+    assert parse_targets(text, {"slack"}) == [target]
+    other = Target("chat", "qa", "p,q", "r:s")
+    assert parse_targets(f"{target}, origin,{other}", {"slack", "qa"}) == [target, Target("origin"), other]
 
 
 def test_build_job_validates_fields():

@@ -181,15 +181,63 @@ async def test_a_chunk_cut_off_mid_send_is_resent_with_its_key_or_announced(stor
 
     inbox_id = await store.inbox_add("rec", "p5", "k", {})
     await store.inbox_set(inbox_id, "replied")
-    await store.outbox_begin(inbox_id, "rec", "c", 0)  # the crash came right after this
     adapter = Recorder(Capabilities(max_message_length=100, idempotent_send=idempotent))
+
+    class Crash(Exception):
+        pass
+
+    adapter.failures["c"] = [Crash()]  # the process dies during the platform call: the row stays "sending"
+    with pytest.raises(Crash):
+        await Delivery(store).deliver(adapter, "c", OutboundMessage("the answer"), inbox_id=inbox_id,
+                                      finish_inbox=True)
+    (first,) = await outbox_rows(store)
+    assert first["status"] == "sending" and first["idempotency_key"]
     await Delivery(store).deliver(adapter, "c", OutboundMessage("the answer"), inbox_id=inbox_id, resume=True,
                                   finish_inbox=True)
     texts = [t for _, t in adapter.sent]
     assert texts == (["the answer"] if idempotent else [MAYBE_REPEATED, "the answer"])
-    assert adapter.keys[-1] == f"herald-{inbox_id}-0"  # the key a first attempt would have used
+    assert adapter.keys[-1] == first["idempotency_key"]  # the key the first attempt was sent with
     assert (await store.inbox_get(inbox_id))["status"] == "done"
-    assert [r["status"] for r in await outbox_rows(store)] == ["sent"]
+    assert [(r["status"], r["idempotency_key"]) for r in await outbox_rows(store)] == [
+        ("sent", first["idempotency_key"])]
+
+
+async def test_a_chunk_an_older_herald_began_is_resent_with_the_key_it_used(store):
+    """Outbox rows from before keys were stored: that version sent with ``herald-<inbox>-<chunk>``."""
+    from gateway.platforms.base import Capabilities
+
+    inbox_id = await store.inbox_add("rec", "p5", "k", {})
+    await store.inbox_set(inbox_id, "replied")
+    await store.outbox_record(inbox_id, "rec", "c", 0, None, "sending")  # no key stored
+    adapter = Recorder(Capabilities(max_message_length=100, idempotent_send=True))
+    await Delivery(store).deliver(adapter, "c", OutboundMessage("the answer"), inbox_id=inbox_id, resume=True,
+                                  finish_inbox=True)
+    assert adapter.keys == [f"herald-{inbox_id}-0"]
+
+
+async def test_an_inbox_id_sqlite_hands_out_again_gets_new_keys_and_its_answer_is_shown(store, tmp_path):
+    """SQLite's inbox ids have no AUTOINCREMENT: once the newest rows are deleted (retention), the next
+    message gets the same id. Its answer must not carry the key of the old one's, or the web chat (which
+    de-duplicates by key) swallows it while the outbox records it as sent."""
+    from gateway.platforms.base import AdapterContext
+    from gateway.platforms.web.adapter import WebAdapter
+    from gateway.tables import inbox
+
+    web = WebAdapter(AdapterContext(gateway=None, config=None, home=tmp_path, media_dir=tmp_path,  # type: ignore[arg-type]
+                                    chat_log=store))
+    delivery = Delivery(store)
+    first = await store.inbox_add("web", "u-1", "web:dm:c", {})
+    await store.inbox_set(first, "replied")
+    await delivery.deliver(web, "c", OutboundMessage("old answer"), inbox_id=first, finish_inbox=True)
+    # What deleting the newest rows leaves: the chat log keeps the old answer, the id is free again.
+    await store.run_write(lambda conn: (conn.execute(outbox.delete()), conn.execute(inbox.delete())))
+    second = await store.inbox_add("web", "u-2", "web:dm:c", {})
+    assert second == first
+    await store.inbox_set(second, "replied")
+    report = await delivery.deliver(web, "c", OutboundMessage("new answer"), inbox_id=second, finish_inbox=True)
+    shown = [r["text"] for r in await store.chat_log_list("web", "c")]
+    assert shown == ["old answer", "new answer"]
+    assert report.message_ids and (await store.chat_log_get("web", report.message_ids[0]))["text"] == "new answer"
 
 
 async def test_every_id_a_send_returns_is_recorded(store):

@@ -103,6 +103,43 @@ async def test_a_turn_resumes_after_its_last_stored_step(make_runner, fake_llm, 
     await wait_until(lambda: _status(runner2, row, "done"))
 
 
+async def test_a_resumed_turn_longer_than_the_history_limit_keeps_its_question_and_steps(make_runner, fake_llm,
+                                                                                          tmp_path):
+    """max_history_messages 4 and a turn that stored 7 messages before the crash: the resumed turn still
+    sends the model its question and every step (the history's tail alone would start inside the turn),
+    and before them at most 4 earlier messages, starting at a user message."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 'h.db'}"
+    runner, _qa = await make_runner({"agent": {"max_history_messages": 4}}, db_url=db)
+    session = await runner.sessions.get("qa:dm:c1", "qa")
+    old_call = {"id": "call_old", "type": "function", "function": {"name": "terminal", "arguments": "{}"}}
+    earlier = [{"role": "user", "content": "q1"}, {"role": "assistant", "content": "a1"},
+               {"role": "user", "content": "q2"}, {"role": "assistant", "content": None, "tool_calls": [old_call]},
+               {"role": "tool", "tool_call_id": "call_old", "content": "{}"}, {"role": "assistant", "content": "a2"},
+               {"role": "user", "content": "q3"}, {"role": "assistant", "content": "a3"}]
+    await runner.store.append_messages(session["id"], earlier)
+    row = await runner.store.inbox_add("qa", "m1", "qa:dm:c1", inbound("list three dirs", "m1"),
+                                       owner="gone-host:1:1:x", lease_until=1.0)
+    steps: list[dict[str, Any]] = [{"role": "user", "content": "list three dirs"}]
+    for n in range(3):
+        call = {"id": f"call_{n}", "type": "function",
+                "function": {"name": "terminal", "arguments": json.dumps({"command": f"ls /d{n}"})}}
+        steps += [{"role": "assistant", "content": None, "tool_calls": [call]},
+                  {"role": "tool", "tool_call_id": f"call_{n}", "content": json.dumps({"output": f"f{n}"})}]
+    assert len(steps) == 7
+    await runner.store.append_messages(session["id"], steps, inbox_id=row)
+    await runner.shutdown()
+    fake_llm.script(Reply("three dirs listed"))
+    runner2, qa2 = await make_runner({"agent": {"max_history_messages": 4}}, db_url=db)
+    await qa2.wait_for(lambda t: "three dirs listed" in t)
+    (request,) = fake_llm.requests
+    sent = request["messages"]
+    assert sent[0]["role"] == "system"
+    assert sent[-7:] == [{k: v for k, v in m.items() if v is not None or k == "content"} for m in steps]
+    # The newest 4 earlier ones (tool, a2, q3, a3), from their first user message: no result without its call.
+    assert [m.get("content") for m in sent[1:-7]] == ["q3", "a3"]
+    await wait_until(lambda: _status(runner2, row, "done"))
+
+
 async def test_a_call_cut_off_mid_run_gets_a_result_saying_so_not_a_second_run(make_runner, fake_llm, tmp_path):
     db = f"sqlite+aiosqlite:///{tmp_path / 'c.db'}"
     runner, _qa = await make_runner(db_url=db)
@@ -142,3 +179,123 @@ async def test_steps_are_stored_as_they_happen(make_runner, fake_llm, tmp_path):
     await qa.say("run it")
     await qa.wait_for(lambda t: "done" in t)
     assert stored_when_asked and stored_when_asked[0][-3:] == ["user", "assistant", "tool"]
+
+
+async def _gone_row(db: str, text: str) -> int:
+    """An unfinished row left by an instance that is gone (a process of this machine that no longer runs)."""
+    from gateway.store import Store
+
+    store = Store(db)
+    await store.init()
+    try:
+        row = await store.inbox_add("qa", "left", "qa:dm:c1", inbound(text, "left"),
+                                    owner=f"{socket.gethostname()}:999999:1:dead", lease_until=10**10)
+        assert row is not None
+        return row
+    finally:
+        await store.close()
+
+
+async def _untouched(runner: Any, row: int, qa: Any, fake_llm: Any) -> None:
+    found = await runner.store.inbox_get(row)
+    assert (found["status"], found["owner"]) == ("pending", f"{socket.gethostname()}:999999:1:dead")
+    assert qa.texts() == [] and fake_llm.requests == []
+
+
+async def test_nothing_is_recovered_while_another_holder_has_the_adapters_credential(make_runner, fake_llm, tmp_path,
+                                                                                    monkeypatch):
+    """Recovery runs only after the adapter's credential lock is taken: while another process drives the bot,
+    a gone instance's row is left alone (answering it here could not reach the platform, or would answer
+    beside the other process); once the lock is free and the adapter connects, it is answered once."""
+    from gateway.locks import CredentialLock
+    from tests.qa_channel import QAAdapter
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    attempts: list[float] = []
+
+    class LockedQA(QAAdapter):
+        name = "qa"
+
+        def credentials(self) -> list[tuple[str, str]]:
+            attempts.append(1.0)  # read by the supervisor at each attempt, right before it takes the lock
+            return [("qa", "qa-bot-token")]
+
+    db = f"sqlite+aiosqlite:///{tmp_path / 'l.db'}"
+    row = await _gone_row(db, "while locked")
+    other = CredentialLock("qa", "qa-bot-token", holder={"pid": 1, "profile": "other", "host": "elsewhere"})
+    other.acquire()
+    try:
+        runner, qa = await make_runner(db_url=db, adapters=[LockedQA])
+        await wait_until(lambda: len(attempts) >= 2, what="two attempts at the lock")
+        assert qa.state != "connected" and qa.start_calls == 0  # never past the lock
+        await _untouched(runner, row, qa, fake_llm)
+    finally:
+        other.release()
+    await qa.wait_for(lambda t: "echo: while locked" in t)
+    await wait_until(lambda: _status(runner, row, "done"))
+    assert (await runner.store.inbox_get(row))["owner"] == runner.instance.id
+    assert qa.texts().count("echo: while locked") == 1
+
+
+async def test_nothing_is_recovered_before_the_adapter_has_connected(make_runner, fake_llm, tmp_path):
+    """Recovery runs only after ``start()`` connected: a reply recovered before could not be sent and would
+    burn its retries. While start() fails, a gone instance's row stays untouched."""
+    from tests.qa_channel import QAAdapter
+
+    gate = asyncio.Event()
+
+    class Unreachable(QAAdapter):
+        name = "qa"
+
+        async def start(self) -> None:
+            self.start_calls += 1
+            if not gate.is_set():
+                raise ConnectionError("qa platform unreachable")
+
+    db = f"sqlite+aiosqlite:///{tmp_path / 'u.db'}"
+    row = await _gone_row(db, "once connected")
+    runner, qa = await make_runner(db_url=db, adapters=[Unreachable])
+    await wait_until(lambda: qa.start_calls >= 2, what="two failed starts")
+    assert qa.state != "connected"
+    await _untouched(runner, row, qa, fake_llm)
+    gate.set()
+    await qa.wait_for(lambda t: "echo: once connected" in t)
+    await wait_until(lambda: _status(runner, row, "done"))
+    assert qa.texts().count("echo: once connected") == 1
+
+
+async def test_a_turn_for_a_platform_no_longer_enabled_fails_only_a_row_still_unfinished(make_runner):
+    from gateway.lanes import Lane
+    from gateway.platforms.base import Accepted
+
+    runner, _qa = await make_runner()
+    msg = InboundMessage(Source("gone-platform", "c1", "u1"), "hi", "g1", received_at=1.0)
+    unfinished = await runner.store.inbox_add("gone-platform", "g1", "k", msg.to_dict())
+    moved_on = await runner.store.inbox_add("gone-platform", "g2", "k", msg.to_dict())
+    await runner.store.inbox_set(moved_on, "done")  # finished elsewhere meanwhile
+    for row in (unfinished, moved_on):
+        await runner.turns.run(Lane("k"), Accepted(row, msg, "k"))
+    assert (await runner.store.inbox_get(unfinished))["status"] == "failed"
+    found = await runner.store.inbox_get(moved_on)
+    assert (found["status"], found["error"]) == ("done", None)
+
+
+async def test_a_strangers_row_that_moved_on_is_not_marked_denied(make_runner):
+    """``accept`` marks a stranger's row denied only while it is still pending."""
+    from tests.qa_channel import UntrustedQAAdapter
+
+    runner, qa = await make_runner(adapters=[UntrustedQAAdapter])
+    rows: list[int] = []
+    add = runner.store.inbox_add
+
+    async def add_then_move_on(*args: Any, **kwargs: Any) -> int | None:
+        row = await add(*args, **kwargs)
+        if row is not None:  # another instance finishes it before the access check is written
+            rows.append(row)
+            await runner.store.inbox_set(row, "cancelled", error="taken elsewhere")
+        return row
+
+    runner.store.inbox_add = add_then_move_on  # type: ignore[method-assign]
+    assert not await qa.say("hello", user_id="stranger")
+    found = await runner.store.inbox_get(rows[0])
+    assert (found["status"], found["error"]) == ("cancelled", "taken elsewhere")

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.platforms.base import InboundMessage, Source
+from gateway.platforms.base import CommandCall, InboundMessage, Source, parse_text_command
 from tests.qa_channel import QAAdapter
 
 PART1 = "part one " + "x" * 25
 PART2 = "part two " + "y" * 25
 
 
-def inbound(text: str, mid: str) -> InboundMessage:
-    return InboundMessage(Source("qa", "c1", "u1"), text, mid, received_at=1.0)
+def inbound(text: str, mid: str, command: CommandCall | None = None) -> InboundMessage:
+    return InboundMessage(Source("qa", "c1", "u1"), text, mid, received_at=1.0, command=command)
+
+
+def typed(text: str, mid: str) -> InboundMessage:
+    """As an adapter stores a typed message: ``command`` filled by syntax alone."""
+    parsed = parse_text_command(text)
+    return inbound(text, mid, parsed[0] if parsed else None)
 
 
 async def test_unfinished_messages_are_answered_after_a_restart(make_runner, fake_llm, tmp_path):
@@ -62,12 +68,60 @@ async def test_shutdown_cuts_a_long_turn_tells_the_user_and_answers_after_restar
     assert not await qa2.say("long [sleep=1]", message_id="L")
 
 
-async def test_commands_left_unfinished_are_not_replayed(make_runner, fake_llm, tmp_path):
+async def test_commands_left_unfinished_are_not_replayed_and_their_senders_are_told(make_runner, fake_llm, tmp_path):
     db = f"sqlite+aiosqlite:///{tmp_path / 'c.db'}"
     runner, _qa = await make_runner(db_url=db)
-    row = await runner.store.inbox_add("qa", "cmd", "qa:dm:c1", inbound("/new", "cmd").to_dict())
+    session = await runner.sessions.get("qa:dm:c1", "qa")
+    old = await runner.store.inbox_add("qa", "cmd", "qa:dm:c1", inbound("/new", "cmd").to_dict())  # no command field
+    typed_row = await runner.store.inbox_add("qa", "cmd2", "qa:dm:c1", typed("/new please", "cmd2").to_dict())
+    native = await runner.store.inbox_add("qa", "cmd3", "qa:dm:c1",
+                                          inbound("", "cmd3", CommandCall("frobnicate", native=True)).to_dict())
     await runner.shutdown()
     runner2, qa2 = await make_runner(db_url=db)
+    texts = await qa2.wait_for(lambda t: len(t) >= 3)
     await asyncio.sleep(0.2)
-    assert qa2.texts() == []
-    assert (await runner2.store.inbox_get(row))["status"] == "cancelled"
+    # Not run (the session was not reset), each sender told in one line which command and what to do.
+    assert (await runner2.store.session_active("qa:dm:c1"))["id"] == session["id"]
+    assert texts.count("↻ Herald restarted before it could run /new: it was not run. "
+                       "Send it again if you still want it.") == 2
+    assert sum("/frobnicate" in t and "not run" in t for t in texts) == 1
+    assert len(qa2.texts()) == 3 and fake_llm.requests == []
+    for row in (old, typed_row, native):
+        assert (await runner2.store.inbox_get(row))["status"] == "cancelled"
+
+
+async def test_prose_that_starts_with_a_path_is_answered_after_a_restart(make_runner, fake_llm, tmp_path):
+    """"/etc is full, why?" has ``command`` filled by syntax; it is no command the registry knows, so it is
+    prose: after a crash it goes to the model like any message, not cancelled as a command."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 'p.db'}"
+    runner, _qa = await make_runner(db_url=db)
+    stored = typed("/etc is full, why?", "p1")
+    assert stored.command is not None and stored.command.name == "etc"
+    row = await runner.store.inbox_add("qa", "p1", "qa:dm:c1", stored.to_dict())
+    await runner.shutdown()
+    runner2, qa2 = await make_runner(db_url=db)
+    await qa2.wait_for(lambda t: "echo: /etc is full, why?" in t)
+    assert not any("not run" in t for t in qa2.texts())
+    await _wait_status(runner2, row, "done")
+
+
+async def test_a_row_its_adapter_did_not_take_for_a_command_is_prose_after_a_restart(make_runner, fake_llm,
+                                                                                      tmp_path):
+    """A newer row (it has an owner) whose adapter left ``command`` empty — Slack's typed commands start with
+    "!", so a "/new" there is text — goes to the model after a restart, as it would have before."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 'n.db'}"
+    runner, _qa = await make_runner(db_url=db)
+    row = await runner.store.inbox_add("qa", "s1", "qa:dm:c1", inbound("/new is what I typed", "s1").to_dict(),
+                                       owner="gone-host:1:1:x", lease_until=1.0)
+    await runner.shutdown()
+    runner2, qa2 = await make_runner(db_url=db)
+    await qa2.wait_for(lambda t: "echo: /new is what I typed" in t)
+    await _wait_status(runner2, row, "done")
+
+
+async def _wait_status(runner, row: int, status: str) -> None:
+    for _ in range(200):
+        if (await runner.store.inbox_get(row))["status"] == status:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"row {row} is {(await runner.store.inbox_get(row))['status']}, not {status}")

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from gateway.config import parse_config, resolve_paths
+from gateway.platforms.base import Button, OutboundMessage
 from gateway.runner import GatewayRunner
 from tests.adapters.telegram_driver import free_port
 from tests.fakes.llm import FakeLLM, Reply, last_user_message, message_text
@@ -188,13 +189,16 @@ async def test_a_shared_file_is_downloaded_with_the_bot_token_and_a_strangers_is
     small = fake_slack.add_file(b"hello file", "notes.txt")
     big = fake_slack.add_file(b"x" * 5000, "big.bin")
     await say(fake_slack, DM, "here you go", files=[small, big])
-    await fake_slack.wait_sent(lambda sent: len(sent) == 1)
+    sent = await fake_slack.wait_sent(lambda sent: any(m.text.startswith("echo: here you go") for m in sent))
     media = runner.adapters["slack"].ctx.media_dir
     assert media == runner.sandbox.workspace / "attachments"  # where the agent's tools can read it
     [saved] = list(media.iterdir())
     assert saved.read_bytes() == b"hello file" and saved.name.endswith("notes.txt")
     prompt = json.dumps(fake_llm.requests[0]["messages"])
     assert "notes.txt" in prompt and "bigger than the" in prompt
+    # The user is told plainly, before the answer, what the agent will not have.
+    [told] = [m for m in sent if "could not download" in m.text]
+    assert "big.bin" in told.text and "limit" in told.text and sent.index(told) == 0
     stranger_file = fake_slack.add_file(b"secret", "theirs.txt")
     await say(fake_slack, STRANGER_DM, "take this", user=STRANGER, files=[stranger_file])
     await say(fake_slack, DM, "next")
@@ -249,7 +253,9 @@ async def test_an_approval_prompt_has_buttons_a_strangers_press_changes_nothing_
     deny = next(b["value"] for b in prompt.buttons if b["value"].endswith(":d"))
     # Bob may talk to the bot but did not ask, and is no approver: told privately, nothing changes.
     await fake_slack.deliver_socket("interactive", fake_slack.block_actions(BOB, prompt, deny))
-    await fake_slack.wait_sent(lambda sent: any(m.ephemeral_to == BOB for m in sent))
+    sent = await fake_slack.wait_sent(lambda sent: any(m.ephemeral_to == BOB for m in sent))
+    [told] = [m for m in sent if m.ephemeral_to == BOB]
+    assert told.text.startswith("You can't answer this approval") and told.channel == DM
     assert prompt.edits == 0 and prompt.buttons
     await fake_slack.deliver_socket("interactive", fake_slack.block_actions(ALICE, prompt, deny))
     await wait_until(lambda: prompt.edits >= 1)
@@ -265,6 +271,34 @@ async def test_herald_deny_as_a_slash_command_decides_the_prompt(start_slack, fa
     await wait_until(lambda: prompt.edits >= 1)
     assert prompt.text.startswith("🚫 Denied by") and not prompt.buttons
     assert victim.exists()
+
+
+async def test_a_button_id_too_long_for_slack_reaches_its_handler_whole_and_is_inactive_after_a_restart(
+        start_slack, fake_slack):
+    runner = await start_slack()
+    pressed: list[str] = []
+
+    async def handler(_adapter: Any, press: Any) -> str:
+        pressed.append(press.button_id)
+        return "Got it."
+
+    long_id = "long:" + "x" * 2500
+    runner.inbound.buttons["long"] = handler
+    await runner.delivery.deliver(runner.adapters["slack"], DM, OutboundMessage("Press:", buttons=[
+        Button(long_id, "Go")]))
+    [message] = await fake_slack.wait_sent(lambda sent: len(sent) == 1)
+    [value] = [b["value"] for b in message.buttons]
+    assert len(value) <= 2000
+    await fake_slack.deliver_socket("interactive", fake_slack.block_actions(ALICE, message, value))
+    await fake_slack.wait_sent(lambda sent: any(m.text == "Got it." for m in sent))
+    assert pressed == [long_id]
+    await runner.shutdown()
+    runner = await start_slack()  # the digest was this process's own: the next one does not know it
+    runner.inbound.buttons["long"] = handler
+    await fake_slack.deliver_socket("interactive", fake_slack.block_actions(ALICE, message, value))
+    await fake_slack.wait_sent(lambda sent: any(m.text == "This button is no longer active." and m.ephemeral_to
+                                                == ALICE for m in sent))
+    assert pressed == [long_id]
 
 
 # ---------------------------------------------------------------------------------------------- the connection

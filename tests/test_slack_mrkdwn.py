@@ -7,7 +7,7 @@ import pytest
 
 from gateway.platforms.base import Button
 from gateway.platforms.slack.mrkdwn import escape, to_mrkdwn, unescape
-from gateway.platforms.slack.outbound import MAX_TEXT, blocks_for
+from gateway.platforms.slack.outbound import MAX_TEXT, SlackOutbound, blocks_for
 from gateway.rendering import chunk_text, utf16_len
 
 CASES = [
@@ -52,6 +52,18 @@ def test_a_table_becomes_an_aligned_code_block_without_markup() -> None:
                                 "long-name.bin  2048\n```\nAfter")
 
 
+def test_a_link_in_a_table_cell_keeps_its_address() -> None:
+    table = ("| Doc | Where |\n|---|---|\n| [the guide](https://example.com/g?a=1&b=2) | <https://x.test/> |\n"
+             "| ![chart](https://example.com/c.png) | plain |")
+    shown = to_mrkdwn(table)
+    # Aligned as the client shows it (``&amp;`` reads as ``&``).
+    assert unescape(shown) == ("```\nDoc                                        Where\n"
+                               "-----------------------------------------  ---------------\n"
+                               "the guide (https://example.com/g?a=1&b=2)  https://x.test/\n"
+                               "chart (https://example.com/c.png)          plain\n```")
+    assert "a=1&amp;b=2" in shown
+
+
 def test_pipes_that_are_no_table_stay_prose_and_a_table_in_code_stays_code() -> None:
     assert to_mrkdwn("a | b") == "a | b"
     assert to_mrkdwn("```\n| a | b |\n|---|---|\n```") == "```\n| a | b |\n|---|---|\n```"
@@ -76,13 +88,20 @@ def test_long_converted_text_chunks_under_the_limit_with_code_blocks_closed() ->
 
 
 def test_buttons_become_an_actions_block_with_styles_and_limits() -> None:
+    outbound = SlackOutbound(lambda: None, lambda _url: None, lambda _channel, _thread: None)
+    long_id = "x" * 1999 + "yz"
     blocks = blocks_for("Pick:", [Button("ap:1:o", "Approve once", "primary"), Button("ap:1:d", "Deny", "danger"),
-                                  Button("x" * 3000, "L" * 100)])
+                                  Button(long_id, "L" * 100)], outbound.value)
     assert blocks is not None
     section, actions = blocks
     assert section == {"type": "section", "text": {"type": "mrkdwn", "text": "Pick:"}}
     first, deny, long = actions["elements"]
     assert first["style"] == "primary" and deny["style"] == "danger" and "style" not in long
     assert len({e["action_id"] for e in actions["elements"]}) == 3
-    assert len(long["value"]) == 2000 and len(long["text"]["text"]) == 75
+    assert len(long["text"]["text"]) == 75
+    # An id over Slack's 2000 characters travels as a digest that this process resolves to the whole id
+    # (never a truncated one, which would reach another button's handler or none).
+    assert len(long["value"]) <= 2000 and long["value"] != long_id[:2000]
+    assert outbound.button_id(long["value"]) == long_id and outbound.button_id("ap:1:o") == "ap:1:o"
+    assert outbound.button_id("~" + "0" * 40) is None  # a digest from before a restart
     assert blocks_for("no buttons", []) is None

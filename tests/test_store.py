@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 from gateway.store import Store
 
 
@@ -81,14 +83,20 @@ async def test_an_older_database_gets_the_new_columns(tmp_path):
                  "status VARCHAR(16) NOT NULL, reply TEXT, error TEXT, created_at FLOAT NOT NULL, "
                  "updated_at FLOAT NOT NULL)")
     conn.execute("INSERT INTO inbox VALUES (1, 'web', 'x', 'k', '{}', 'done', NULL, NULL, 0, 0)")
+    conn.execute("CREATE TABLE outbox (id INTEGER PRIMARY KEY, inbox_id INTEGER, platform VARCHAR(32) NOT NULL, "
+                 "chat_id VARCHAR(256) NOT NULL, chunk_index INTEGER NOT NULL, platform_message_id VARCHAR(1024), "
+                 "status VARCHAR(16) NOT NULL, error TEXT, created_at FLOAT NOT NULL, updated_at FLOAT)")
+    conn.execute("INSERT INTO outbox VALUES (1, 1, 'web', 'c', 0, NULL, 'sending', NULL, 0, 0)")
     conn.commit()
     conn.close()
     store = Store(f"sqlite+aiosqlite:///{path}")
     await store.init()
     row = await store.inbox_get(1)
+    chunks = await store.outbox_chunks(1)
     await store.close()
     assert row is not None and row["status"] == "done"
     assert "owner" in row and row["owner"] is None and "lease_until" in row
+    assert chunks[0]["status"] == "sending" and chunks[0]["idempotency_key"] is None
 
 
 async def test_platform_cursors_are_saved_per_platform_and_chat(db_url):
@@ -102,5 +110,87 @@ async def test_platform_cursors_are_saved_per_platform_and_chat(db_url):
         await store.cursors_save("discord", {})
         assert await store.cursors_load("discord") == {"10": "150", "20": "200"}
         assert await store.cursors_load("slack") == {"10": "x"}
+    finally:
+        await store.close()
+
+
+async def test_resume_history_is_the_turn_in_full_after_the_earlier_tail(db_url):
+    """A resumed turn's history: its own stored messages (by inbox row), however many, after the newest
+    ``limit`` earlier ones cut at a user message; another turn's or another session's rows stay out."""
+    store = Store(db_url)
+    await store.init()
+    try:
+        await store.session_create("s1", "k", "web", None)
+        await store.session_create("s2", "k2", "web", None)
+        call = [{"id": "c", "type": "function", "function": {"name": "terminal", "arguments": "{}"}}]
+        await store.append_messages("s1", [
+            {"role": "user", "content": "q0"}, {"role": "assistant", "content": None, "tool_calls": call},
+            {"role": "tool", "content": "r0", "tool_call_id": "c"}, {"role": "assistant", "content": "a0"},
+            {"role": "user", "content": "q1"}, {"role": "assistant", "content": "a1"}])
+        row = await store.inbox_add("web", "m", "k", {})
+        assert row is not None
+        turn = [{"role": "user", "content": "now"}] + [
+            {"role": "assistant", "content": f"step {n}"} for n in range(6)]
+        await store.append_messages("s1", turn[:3], inbox_id=row)
+        await store.append_messages("s2", [{"role": "user", "content": "elsewhere"}], inbox_id=row + 1)
+        await store.append_messages("s1", turn[3:], inbox_id=row)
+        got = await store.resume_history("s1", row, limit=3)
+        assert [m["content"] for m in got] == ["q1", "a1"] + [m["content"] for m in turn]
+        assert [m["content"] for m in await store.resume_history("s1", row)][:6] == ["q0", None, "r0", "a0", "q1",
+                                                                                     "a1"]
+        assert await store.resume_history("s1", row + 99, limit=3) == []
+        # The plain tail would hold none of the turn's question: what the resumed turn must not be sent.
+        assert all(m["content"] != "now" for m in await store.session_history("s1", 4))
+    finally:
+        await store.close()
+
+
+async def test_two_instances_claiming_one_row_at_once_one_wins(db_url):
+    """Two daemons' recoveries see the same row of a gone owner and claim it at the same moment: the claim is
+    conditional on the owner they saw, so exactly one wins, and the row is that one's."""
+    import asyncio
+
+    a, b = Store(db_url), Store(db_url)
+    await a.init()
+    await b.init()
+    try:
+        rows = []
+        for n in range(20):
+            row_id = await a.inbox_add("qa", f"m{n}", "k", {}, owner="gone:1:1:x", lease_until=1.0)
+            rows.append(await a.inbox_get(row_id))
+        results = await asyncio.gather(*(store.inbox_claim(row, name, 2.0)
+                                         for row in rows for store, name in ((a, "A"), (b, "B"))))
+        for n, row in enumerate(rows):
+            won_a, won_b = results[2 * n], results[2 * n + 1]
+            assert won_a != won_b, (row["id"], won_a, won_b)
+            assert (await a.inbox_get(row["id"]))["owner"] == ("A" if won_a else "B")
+        # A claim made on what the row was before it moved on (another owner, another status) loses.
+        assert not await b.inbox_claim(rows[0], "B", 3.0)
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_a_stale_conditional_change_does_not_overwrite_a_row_that_moved_on(db_url):
+    from gateway.store import NotExpected
+
+    store = Store(db_url)
+    await store.init()
+    try:
+        await store.session_create("s1", "k", "web", None)
+        row = await store.inbox_add("web", "m1", "k", {})
+        assert row is not None
+        assert await store.inbox_set(row, "replied", reply="the answer", expected="pending")
+        # Writers that still think the row is pending (a stop, the queue, a crash path) change nothing.
+        assert not await store.inbox_set(row, "cancelled", error="stale", expected="pending")
+        assert not await store.inbox_set(row, "failed", error="stale", expected=("pending",))
+        with pytest.raises(NotExpected):
+            await store.append_messages("s1", [{"role": "assistant", "content": "late"}], inbox_id=row,
+                                        inbox_status="replied", reply="late", expected="pending")
+        found = await store.inbox_get(row)
+        assert (found["status"], found["reply"], found["error"]) == ("replied", "the answer", None)
+        assert await store.session_history("s1") == []  # the stale turn's messages were not stored either
+        assert await store.inbox_set(row, "done", expected=("pending", "replied"))
+        assert (await store.inbox_get(row))["status"] == "done"
     finally:
         await store.close()

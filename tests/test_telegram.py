@@ -13,11 +13,13 @@ from typing import Any
 
 import aiohttp
 import pytest
+from sqlalchemy import select
 
 from gateway.config import parse_config, resolve_paths
 from gateway.platforms.base import Button, ButtonPress, OutboundMessage
 from gateway.platforms.telegram.adapter import TelegramAdapter
 from gateway.runner import GatewayRunner
+from gateway.tables import inbox
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram_api import BOT_USERNAME, FakeTelegram
 from tools.registry import registry
@@ -308,6 +310,27 @@ async def test_updates_are_confirmed_only_after_they_are_in_the_inbox(start_tg, 
     assert ingested == [f"{ALICE}/{update['message']['message_id']}"]
 
 
+async def test_a_files_update_is_confirmed_once_its_row_is_durable_and_the_file_comes_after(start_tg, fake_tg,
+                                                                                          fake_llm):
+    runner = await start_tg()
+    fake_tg.file_delay = 2.0
+    file_id = fake_tg.add_file(b"slow bytes", "slow.txt")
+    update = fake_tg.user_message(ALICE, text=None, caption="a slow one", document={
+        "file_id": file_id, "file_unique_id": "u9", "file_name": "slow.txt", "file_size": 10})
+    message_id = f"{ALICE}/{update['message']['message_id']}"
+    await fake_tg.wait_until(lambda: fake_tg.confirmed_offset > update["update_id"])
+    # Confirmed while the file is still on its way, but never before the inbox has the message, and with it
+    # what is left to fetch (a restart fetches it again).
+    rows = await runner.store.run_read(lambda c: [dict(r._mapping) for r in c.execute(
+        select(inbox).where(inbox.c.platform == "telegram", inbox.c.platform_message_id == message_id))])
+    assert [r["payload"]["pending"]["files"][0]["name"] for r in rows] == ["slow.txt"]
+    assert fake_llm.requests == []
+    await fake_tg.wait_sent(lambda s: any(m.text.startswith("echo: a slow one") for m in s))
+    content = fake_llm.requests[-1]["messages"][-1]["content"]
+    paths = [line[2:] for line in content.splitlines() if line.startswith("- ")]
+    assert len(paths) == 1 and Path(paths[0]).read_bytes() == b"slow bytes"  # noqa: ASYNC240
+
+
 async def test_an_update_the_inbox_could_not_take_is_taken_on_the_next_poll(start_tg, fake_tg):
     runner = await start_tg()
     real_accept = runner.accept
@@ -347,12 +370,13 @@ async def test_photo_and_document_are_downloaded_and_stickers_become_a_note(star
     assert "PNG small" in read["content"], read  # the agent's file tool reads it: not hidden from it
     fake_tg.user_message(ALICE, text=None, document={"file_id": big, "file_unique_id": "u2", "file_name": "big.bin",
                                                      "file_size": 5000})
-    await fake_tg.wait_sent(lambda s: len(s) == 2)
+    await fake_tg.wait_sent(lambda s: len(s) == 3)  # the user told what was not downloaded, then the answer
     assert "limit" in fake_llm.requests[-1]["messages"][-1]["content"]
+    assert "could not download" in fake_tg.sent[1].text and "big.bin" in fake_tg.sent[1].text
     fake_tg.user_message(ALICE, text=None, sticker={"file_id": "s", "file_unique_id": "s", "type": "regular",
                                                     "width": 1, "height": 1, "is_animated": False,
                                                     "is_video": False, "emoji": "👍"})
-    await fake_tg.wait_sent(lambda s: len(s) == 3)
+    await fake_tg.wait_sent(lambda s: len(s) == 4)
     assert "sticker 👍" in fake_llm.requests[-1]["messages"][-1]["content"]
 
 

@@ -7,7 +7,10 @@ asks which platform it is talking to.
 The way in is ``accept()``: it de-duplicates, checks access and persists, and returns as soon as the row
 is durable. The adapter acknowledges its platform right after it (a polling offset, an HTTP 200, a
 Socket Mode ack, an interaction's deferral); the gateway schedules what happens next itself, so nothing
-slow ever sits between a platform's event and its acknowledgement.
+slow ever sits between a platform's event and its acknowledgement. What is slow (downloading the files a
+message came with, a lookup that may be rate limited) the adapter leaves in ``InboundMessage.pending``; the
+gateway calls ``prepare()`` with the message before its turn, holding the session's lane meanwhile, so a
+chat's messages still reach the agent in order.
 
 Ids are opaque strings and may contain any character (``:``, ``/``, spaces): the core encodes them where
 it builds keys from them (session keys, cron targets).
@@ -17,14 +20,20 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+import structlog
+
 from gateway.health import kind_of
 from gateway.logs import redact
+
+log = structlog.get_logger("herald.platforms")
 
 ChatType = Literal["dm", "group", "channel"]
 Dialect = Literal["markdown", "slack_mrkdwn", "discord", "plain"]
@@ -112,6 +121,11 @@ class InboundMessage:
     # Platform-specific and opaque to the core (an interaction token, a response_url): handed back to the
     # adapter on the answers to this message. JSON-serialisable, because it is stored with the message.
     reply_handle: dict[str, Any] | None = None
+    # Work the adapter left for after the acknowledgement, platform-specific and JSON-serialisable (stored
+    # with the message, so a restart does it again): ``{"files": [ref, ...]}`` for the files the message came
+    # with (``PlatformAdapter.download`` fetches one ref), anything else the adapter's own ``prepare`` reads.
+    # The gateway calls ``adapter.prepare(msg)`` before the message's turn; it fills ``attachments``.
+    pending: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -123,6 +137,8 @@ class InboundMessage:
             d["command"] = {"name": self.command.name, "args": self.command.args, "native": self.command.native}
         if self.reply_handle is not None:
             d["reply_handle"] = self.reply_handle
+        if self.pending:
+            d["pending"] = self.pending
         return d
 
     @classmethod
@@ -134,8 +150,36 @@ class InboundMessage:
             received_at=d.get("received_at", 0.0),
             command=CommandCall(command["name"], command.get("args", ""), command.get("native", False))
             if command else None,
-            reply_handle=d.get("reply_handle"),
+            reply_handle=d.get("reply_handle"), pending=d.get("pending"),
         )
+
+
+def file_ref(name: str, kind: str = "file", size: int | None = None, **platform: Any) -> dict[str, Any]:
+    """One entry of ``InboundMessage.pending["files"]``: what the gateway says about the file (its name, what
+    it is, its declared size) and whatever the adapter needs to fetch it (a URL, a file id)."""
+    return {"name": name, "kind": kind, "size": size, **platform}
+
+
+@dataclass(slots=True)
+class Prepared:
+    """What ``PlatformAdapter.prepare`` made of a message's pending work."""
+
+    # One line per file the user sent that the agent will not have, with why ("report.pdf: bigger than the
+    # 20 MB limit"): the gateway tells the user before the turn runs with what there is.
+    problems: list[str] = field(default_factory=list)
+    # The message turned out not to be for the agent after all (a thread the bot is not in): why, for the
+    # log. The gateway closes its inbox row without a turn.
+    drop: str | None = None
+
+
+class FileUnavailable(Exception):
+    """A file that cannot be had; ``str()`` says why in words a user understands ("bigger than the 20 MB
+    limit")."""
+
+
+class TooBig(FileUnavailable):
+    def __init__(self, cap_mb: float) -> None:
+        super().__init__(f"bigger than the {cap_mb:g} MB limit")
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +288,7 @@ class Gateway(Protocol):
         """Take a button press; returns at once (the notice comes through ``answer_press``)."""
 
     def may_talk(self, source: Source, trusted: bool = False) -> bool:
-        """The access check alone (an adapter asks before downloading a sender's files)."""
+        """The access check alone (to tell a refused slash command so, where only its sender sees it)."""
 
     def command_menu(self, platform: str) -> list[tuple[str, str]]:
         """(name, description) of the commands available on ``platform``, for native menus."""
@@ -427,3 +471,75 @@ class PlatformAdapter(abc.ABC):
     def press(self, press: ButtonPress) -> None:
         """Hand a button press to the gateway; returns at once (acknowledge the platform now)."""
         self.gateway.press(self, press)
+
+    async def prepare(self, msg: InboundMessage) -> Prepared:
+        """Do what ``msg.pending`` left for after the acknowledgement; the gateway calls this before the
+        message's turn (the session's lane waits, so the chat's next message does too) and never for a
+        message it did not accept (a stranger's files are never fetched).
+
+        The default downloads ``pending["files"]`` one after another through ``download``: each file had goes
+        into ``msg.attachments``, each one missed becomes a note for the agent in ``msg.text`` and a line in
+        ``Prepared.problems`` for the user. An adapter with more to do overrides this and calls it.
+        """
+        pending, msg.pending = msg.pending or {}, None
+        files = [f for f in pending.get("files") or [] if isinstance(f, dict)]
+        out = Prepared()
+        if not files:
+            return out
+        notes: list[str] = []
+        bare = not msg.text.strip()  # without words of the user's own, the agent is told what came
+        for index, ref in enumerate(files):
+            name = str(ref.get("name") or "file")
+            try:
+                msg.attachments.append(await self.download(msg, ref, index))
+            except FileUnavailable as exc:
+                reason = str(exc)
+            except TimeoutError:
+                reason = "the download took too long"
+            except Exception as exc:
+                log.warning("file_download_failed", platform=self.name, error=redact(f"{type(exc).__name__}: {exc}"))
+                reason = f"the download failed ({type(exc).__name__})"
+            else:
+                if bare:
+                    notes.append(f"[The user sent a {ref.get('kind') or 'file'}: {name}.]")
+                continue
+            notes.append(f"[The user sent {name}, which could not be downloaded: {reason}.]")
+            out.problems.append(f"{name}: {reason}")
+        if notes:
+            msg.text = "\n".join([msg.text, *notes]) if msg.text else "\n".join(notes)
+        return out
+
+    async def download(self, msg: InboundMessage, ref: dict[str, Any], index: int) -> str:
+        """Fetch one ``pending["files"]`` entry into ``ctx.media_dir``; its path. Raise ``FileUnavailable``
+        (``TooBig``) with the reason in the user's words; any other exception counts as a failed download."""
+        raise FileUnavailable(f"{self.name} files cannot be downloaded")
+
+    def media_path(self, *parts: str) -> Path:
+        """A file name in the media folder made of ``parts`` (ids, the file's own name), safe on any system."""
+        safe = "-".join(_SAFE_NAME.sub("_", part)[-80:] or "file" for part in parts)
+        os.makedirs(self.ctx.media_dir, exist_ok=True)
+        return self.ctx.media_dir / safe
+
+
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+async def save_stream(chunks: Any, target: Path, cap: int, cap_mb: float) -> None:
+    """Write an async iterator of byte chunks to ``target``, refusing (``TooBig``) as soon as it passes ``cap``
+    bytes — whatever size the platform declared — and never leaving a partial file under the final name."""
+    body = bytearray()
+    async for chunk in chunks:
+        body += chunk
+        if len(body) > cap:
+            raise TooBig(cap_mb)
+    await asyncio.to_thread(_write, target, bytes(body))
+
+
+def _write(target: Path, data: bytes) -> None:
+    partial = target.with_name(target.name + ".part")
+    try:
+        partial.write_bytes(data)
+        os.replace(partial, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            partial.unlink()

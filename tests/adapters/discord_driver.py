@@ -35,6 +35,7 @@ class DiscordDriver(PlatformDriver):
     threads = True
     limit = MAX_CHARS  # 2000 characters; the driver counts UTF-16 units, never fewer
     credential = True
+    files = True
     user = str(ALICE)
     chat = str(ALICE_DM)
 
@@ -75,6 +76,12 @@ class DiscordDriver(PlatformDriver):
         at = time.monotonic()
         record = self.fake.slash(self._where(chat, thread), ALICE, name, args)
         return Event("message", chat or self.chat, thread, f"/{name} {args}".strip(), at, record)
+
+    async def send_file(self, text: str, name: str, content: bytes, *, delay: float = 0.0) -> Event:
+        self.fake.file_delay = delay
+        at = time.monotonic()
+        msg = self.fake.user_message(ALICE_DM, ALICE, text, attachments=[self.fake.attachment(name, content)])
+        return Event("message", self.chat, None, text, at, msg)
 
     async def send_as_stranger(self, text: str) -> Event:
         at = time.monotonic()

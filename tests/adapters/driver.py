@@ -76,6 +76,7 @@ class PlatformDriver(abc.ABC):
     credential: ClassVar[bool]
     # A code block shows its language (Telegram's pre entity, the web's fence); Slack's mrkdwn has none.
     shows_code_language: ClassVar[bool] = True
+    files: ClassVar[bool] = False  # users can send the bot files (``send_file``)
     user: ClassVar[str]  # the known user, the only one on the allowlist
     chat: ClassVar[str]  # a direct chat with the known user
 
@@ -146,6 +147,10 @@ class PlatformDriver(abc.ABC):
     async def command(self, name: str, args: str = "", *, chat: str | None = None,
                       thread: str | None = None) -> Event:
         """The known user runs the command ``name`` the way the platform has commands run."""
+
+    async def send_file(self, text: str, name: str, content: bytes, *, delay: float = 0.0) -> Event:
+        """The known user sends ``text`` with a file in the direct chat; its download takes ``delay`` seconds."""
+        raise NotImplementedError(f"{self.name} takes no files")
 
     @abc.abstractmethod
     async def send_as_stranger(self, text: str) -> Event:

@@ -33,6 +33,7 @@ class SlackSocketDriver(PlatformDriver):
     limit = MAX_TEXT
     credential = True
     shows_code_language = False  # mrkdwn code blocks have no language
+    files = True
     user = ALICE
     chat = DM
 
@@ -80,6 +81,12 @@ class SlackSocketDriver(PlatformDriver):
             return await self._deliver(Event("message", chat, thread, text, at, ("events_api", body)))
         payload = self.fake.slash_command(chat, ALICE, f"{name} {args}".strip())
         return await self._deliver(Event("message", chat, None, f"/herald {name}", at, ("slash_commands", payload)))
+
+    async def send_file(self, text: str, name: str, content: bytes, *, delay: float = 0.0) -> Event:
+        self.fake.file_delay = delay
+        at = time.monotonic()
+        body = self.fake.message(self.chat, ALICE, text, files=[self.fake.add_file(content, name)])
+        return await self._deliver(Event("message", self.chat, None, text, at, ("events_api", body)))
 
     async def send_as_stranger(self, text: str) -> Event:
         at = time.monotonic()

@@ -28,6 +28,7 @@ class TelegramDriver(PlatformDriver):
     threads = True  # forum topics
     limit = MAX_UTF16  # 4096 UTF-16 code units of text, counted after the entities are taken out
     credential = True
+    files = True
     user = str(ALICE)
     chat = str(ALICE)  # a private chat's id is the user's
 
@@ -71,6 +72,14 @@ class TelegramDriver(PlatformDriver):
         update = self.fake.user_message(chat_id, ALICE, text, chat_type="supergroup" if chat_id < 0 else "private",
                                         thread_id=int(thread) if thread else None)
         return await self._deliver(Event("message", chat or self.chat, thread, text, at, update))
+
+    async def send_file(self, text: str, name: str, content: bytes, *, delay: float = 0.0) -> Event:
+        self.fake.file_delay = delay
+        file_id = self.fake.add_file(content, name)
+        at = time.monotonic()
+        update = self.fake.user_message(ALICE, text=None, caption=text, document={
+            "file_id": file_id, "file_unique_id": file_id + "u", "file_name": name, "file_size": len(content)})
+        return await self._deliver(Event("message", self.chat, None, text, at, update))
 
     async def send_as_stranger(self, text: str) -> Event:
         at = time.monotonic()

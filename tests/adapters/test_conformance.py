@@ -75,6 +75,32 @@ async def test_the_platform_is_acknowledged_before_a_slow_dispatch(driver: Platf
     assert ack.at < reply.at
 
 
+async def test_a_message_with_a_slow_file_is_acknowledged_at_once_and_its_turn_gets_the_file(
+        driver: PlatformDriver, fake_llm: FakeLLM) -> None:
+    if not driver.files:
+        pytest.skip(f"{driver.name} takes no files")
+    await driver.start()
+    # The download takes 4 s, past Slack's and Discord's 3 s: it must come after the acknowledgement.
+    event = await driver.send_file("read the report", "report.txt", b"the numbers", delay=4.0)
+    ack = await driver.ack(event, timeout=20)
+    assert ack.seconds < ACK_DEADLINE
+    # The chat's next message waits for the file's turn (the lane is held, not the ack).
+    after = await driver.send("and then this")
+    assert (await driver.ack(after, timeout=20)).seconds < ACK_DEADLINE
+    found = await driver.wait_messages(driver.chat, lambda ms: any(m.text == "echo: and then this" for m in ms),
+                                       timeout=30)
+    texts = [m.text for m in found]
+    first = next(i for i, t in enumerate(texts) if t.startswith("echo: read the report"))
+    assert first < texts.index("echo: and then this")
+    assert ack.at < found[first].at
+    # The turn had the file: its path in the user's message, with what the user sent in it.
+    [asked] = [last_user_message(r) for r in fake_llm.requests
+               if message_text(last_user_message(r)).startswith("read the report")]
+    paths = [line[2:] for line in message_text(asked).splitlines() if line.startswith("- ")]
+    assert len(paths) == 1 and Path(paths[0]).read_bytes() == b"the numbers"  # noqa: ASYNC240
+    assert all("could not download" not in t for t in texts)
+
+
 # ---- 3. chunking at the limit --------------------------------------------------------------------------------
 
 
@@ -97,6 +123,25 @@ async def test_a_reply_over_the_limit_arrives_whole_in_pieces_that_fit_with_code
     assert [line for _language, lines in blocks for line in lines] == code
     assert re.findall(r"word\d+", "\n".join(p.text for p in parts)) == words
     assert all(p.reply_to is None for p in parts[1:])  # only the first piece answers the question
+
+
+async def test_links_and_emphasis_split_at_the_limit_arrive_whole(driver: PlatformDriver, fake_llm: FakeLLM) -> None:
+    """Chunking works on the rendered text (``<url|label>``, ``*bold*`` on Slack): no piece ends inside a link
+    or an emphasis span, so every label and every bold phrase shows whole, in one message."""
+    await driver.start()
+    units = [(f"the page number {i} of the docs", f"some bold words {i} end") for i in range(driver.limit // 40)]
+    answer = " ".join(f"see [{label}](https://example.org/docs/{i}) and **{bold}** then"
+                      for i, (label, bold) in enumerate(units))
+    fake_llm.script(Reply(answer))
+    await driver.send("links, please")
+    last = units[-1][1]
+    parts = await driver.wait_messages(driver.chat, lambda ms: any(last in m.text for m in ms), timeout=30)
+    parts = [p for p in parts if "the page number" in p.text]
+    assert len(parts) >= 2
+    assert all(driver.length(p) <= driver.limit for p in parts), [driver.length(p) for p in parts]
+    for label, bold in units:
+        assert sum(label in p.text for p in parts) == 1, label
+        assert sum(bold in p.text for p in parts) == 1, bold
 
 
 # ---- 4. an edit in a thread ----------------------------------------------------------------------------------

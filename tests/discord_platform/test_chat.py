@@ -244,8 +244,10 @@ async def test_slash_commands_answer_ephemerally_and_strangers_are_refused(start
     unknown = fake_dc.slash(CHANNEL, ALICE, "nosuch")
     await wait_until(lambda: unknown.original is not None and "Unknown command /nosuch" in unknown.original.content)
     stranger = fake_dc.slash(CHANNEL, STRANGER, "status")
-    await wait_until(lambda: stranger.callback is not None)
-    assert stranger.callback["type"] == 4 and "not allowed" in stranger.callback["data"]["content"]  # type: ignore[index]
+    # Deferred like any command (first thing, before anything that may wait), then the refusal replaces
+    # "thinking…", seen only by the stranger.
+    await wait_until(lambda: stranger.original is not None and "not allowed" in stranger.original.content)
+    assert stranger.callback["type"] == 5 and stranger.original.ephemeral  # type: ignore[index,union-attr]
     assert all(i.callback_at - i.dispatched < 0.5 for i in (status, unknown, stranger))  # type: ignore[operator]
 
 

@@ -153,8 +153,9 @@ async def test_files_are_downloaded_into_the_workspace_and_strangers_files_never
     assert "small notes" in registry.dispatch("read_file", {"path": paths[0]}, ctx)
     big = fake_dc.attachment("big.bin", b"x" * 5000)
     fake_dc.user_message(dm, ALICE, "", attachments=[big])
-    await fake_dc.wait_sent(lambda s: len(s) == 2)
+    await fake_dc.wait_sent(lambda s: len(s) == 3)  # the user told what was not downloaded, then the answer
     assert "limit" in fake_llm.requests[-1]["messages"][-1]["content"]
+    assert "could not download" in fake_dc.sent[1].content and "big.bin" in fake_dc.sent[1].content
     secret = fake_dc.attachment("secret.bin", b"a stranger's file")
     fake_dc.user_message(fake_dc.dm(STRANGER), STRANGER, "take this", attachments=[secret])
     await fake_dc.wait_sent(lambda s: any("pairing code" in m.content for m in s))

@@ -14,6 +14,7 @@ and zlib-stream compression when asked. Tests act as users and read what the bot
 
 Faults: ``fail(method, path_part, status, times, retry_after)`` answers matching requests with 429 (Discord's
 body and headers: discord.py retries those itself), 403 Missing Permissions, 404 Unknown Channel or 500;
+``delay(method, path_part, seconds)`` answers them late, ``file_delay`` every attachment download;
 ``drop_gateway()`` cuts every websocket without a close frame (the client resumes). Every user event is a
 message in the channel's history too, so what was posted while no session was connected can be read back.
 Interactions must be answered within 3 s, once, as on Discord; ``dispatched_at`` and ``callbacks`` record when.
@@ -137,6 +138,8 @@ class FakeDiscord(FakeGateway):
         self.requests: list[tuple[str, str]] = []
         self.faults: list[Fault] = []
         self.files: dict[str, bytes] = {}
+        self.file_delay = 0.0  # seconds an attachment download takes
+        self.delays: list[tuple[str, str, float]] = []  # (method, path part, seconds): slow REST answers
         self.refusing_until = 0.0
         self.on_send: Callable[[Sent], None] | None = None  # called with every message the bot makes
         self._changed = asyncio.Event()
@@ -356,6 +359,10 @@ class FakeDiscord(FakeGateway):
     def fail(self, method: str, path_part: str, status: int, times: int = 1, retry_after: float = 1.0) -> None:
         self.faults.append(Fault(method, path_part, status, times, retry_after))
 
+    def delay(self, method: str, path_part: str, seconds: float) -> None:
+        """Requests matching ``method`` and ``path_part`` are answered ``seconds`` late."""
+        self.delays.append((method, path_part, seconds))
+
     @staticmethod
     def error(status: int, code: int, message: str) -> web.Response:
         return _json({"message": message, "code": code}, status=status)
@@ -384,6 +391,9 @@ class FakeDiscord(FakeGateway):
         webhook = path.startswith(("webhooks/", "interactions/"))
         if not webhook and request.headers.get("Authorization") != f"Bot {self.token}":
             return self.error(401, 0, "401: Unauthorized")
+        for slow_method, part, seconds in self.delays:
+            if slow_method == method and part in path:
+                await asyncio.sleep(seconds)
         fault = self._fault(method, path)
         if fault is not None:
             return fault
@@ -572,6 +582,7 @@ class FakeDiscord(FakeGateway):
 
     async def _attachment(self, request: web.Request) -> web.Response:
         content = self.files.get(request.match_info["name"])
+        await asyncio.sleep(self.file_delay)
         return web.Response(body=content) if content is not None else web.Response(status=404)
 
     _routes: list[tuple[str, Callable[..., Any]]] = [

@@ -17,7 +17,8 @@ each envelope's ack (``{"envelope_id": ...}``) is recorded in ``acked_at`` again
 
 Faults on demand: ``fail(method, kind, channel=..., times=...)`` with kind "429" (HTTP 429 + Retry-After),
 "500", "drop" (connection closed) or any Slack error code ("channel_not_found", "invalid_blocks" ...);
-``flood(channel, seconds)`` makes every post to that channel answer 429 until the window ends.
+``flood(channel, seconds)`` makes every post to that channel answer 429 until the window ends;
+``delays[method] = seconds`` makes a method slow, ``file_delay`` every file download.
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ class FakeSlack:
         self.users: dict[str, dict[str, Any]] = {}
         self.files: dict[str, tuple[str, bytes]] = {}
         self.file_delay = 0.0  # seconds a file download takes
+        self.delays: dict[str, float] = {}  # Web API method -> seconds it takes to answer
         self.calls: list[str] = []
         self.faults: list[Fault] = []
         self.floods: dict[str, float] = {}
@@ -371,6 +373,8 @@ class FakeSlack:
             return self._err("invalid_auth" if token else "not_authed")
         p = await self._params(request)
         self.calls.append(method)
+        if self.delays.get(method):
+            await asyncio.sleep(self.delays[method])
         channel = p.get("channel")
         fault = self._fault_for(method, channel)
         if fault is None and method in ("chat.postMessage", "chat.update") and channel in self.floods:

@@ -100,6 +100,7 @@ class FakeTelegram:
         self.calls: list[str] = []
         self.get_updates_calls = 0
         self.files: dict[str, tuple[str, bytes]] = {}
+        self.file_delay = 0.0  # seconds a file download takes
         self.faults: list[Fault] = []
         self.floods: dict[int, float] = {}
         self.blocked: set[int] = set()
@@ -530,6 +531,7 @@ class FakeTelegram:
     async def _file(self, request: web.Request) -> web.Response:
         if request.match_info["token"] != self.token:
             return self._error(401, "Unauthorized")
+        await asyncio.sleep(self.file_delay)
         for path, content in self.files.values():
             if path == request.match_info["path"]:
                 return web.Response(body=content)

@@ -7,7 +7,8 @@ reconnecting with backoff) and the REST client with its rate limits; the adapter
   what was posted while the bot was away, on every new gateway session. Discord does not redeliver, so there is
   no acknowledgement to send; the cursor of a channel moves only past messages the inbox holds.
 - ``INTERACTION_CREATE``: a slash command or a button press. Discord wants an answer within 3 seconds and never
-  sends an interaction twice, so it is acknowledged (deferred) at once, before the inbox write: persisting first
+  sends an interaction twice, so it is acknowledged (deferred) at once, before anything else (building the
+  message may ask Discord about a channel it did not tell us of) and before the inbox write: persisting first
   would buy nothing, and a slow database must not cost the window. The command's answer and the presser's
   notice follow through the interaction (interactions.py), ephemeral.
 
@@ -20,6 +21,7 @@ import asyncio
 import re
 from typing import Any
 
+import aiohttp
 import discord
 import structlog
 
@@ -30,10 +32,13 @@ from gateway.platforms.base import (
     ButtonPress,
     Capabilities,
     CredentialRejected,
+    FileUnavailable,
     InboundMessage,
     OutboundMessage,
     PlatformAdapter,
     ShuttingDown,
+    TooBig,
+    save_stream,
 )
 from gateway.platforms.discord.backfill import ChannelLog, Outcome
 from gateway.platforms.discord.config import DiscordConfig
@@ -47,6 +52,7 @@ log = structlog.get_logger("herald.discord")
 START_TIMEOUT = 60.0
 _COMMAND_NAME = re.compile(r"[-_a-z0-9]{1,32}")
 NOT_ALLOWED = "You are not allowed to use this bot here."
+DOWNLOAD_TIMEOUT = 120.0
 RESTARTING = "Herald is restarting; please try again in a moment."
 
 
@@ -99,6 +105,7 @@ class DiscordAdapter(PlatformAdapter):
         self.channels = ChannelLog(self.name, ctx.cursors, self.cfg.backfill_max_age, self._process,
                                    lambda: self.client)
         self._runner: asyncio.Task[None] | None = None
+        self._files_http: aiohttp.ClientSession | None = None  # attachments (no credential goes with them)
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
@@ -146,6 +153,9 @@ class DiscordAdapter(PlatformAdapter):
             runner.cancel()
             await asyncio.gather(runner, return_exceptions=True)
         await self.channels.stop()  # after the client: no new messages; cursors saved last
+        files_http, self._files_http = self._files_http, None
+        if files_http is not None:
+            await files_http.close()
 
     @classmethod
     def credentials_of(cls, config: Any) -> list[tuple[str, str]]:
@@ -253,12 +263,13 @@ class DiscordAdapter(PlatformAdapter):
 
     async def _command(self, interaction: discord.Interaction) -> None:
         handle = self.interactions.handle(interaction)
+        # Deferred first: building the message may wait for Discord (a channel not in discord.py's cache).
+        self.interactions.defer(interaction, thinking=True, ephemeral=True)
         msg = await self.inbound.command(interaction, handle)
         if not self.gateway.may_talk(msg.source):
-            self.interactions.refuse(interaction, NOT_ALLOWED)
+            await self._say(msg, NOT_ALLOWED)  # replaces "thinking…", seen only by whoever sent it
             await self._accept_refused(msg)
             return
-        self.interactions.defer(interaction, thinking=True, ephemeral=True)
         try:
             await self.accept(msg)
         except ShuttingDown:
@@ -295,6 +306,26 @@ class DiscordAdapter(PlatformAdapter):
             log.info("discord_press_answer_failed", error=f"{type(exc).__name__}: {exc}")
             return False
         return True
+
+    async def download(self, msg: InboundMessage, ref: dict[str, Any], index: int) -> str:
+        """An attachment from Discord's CDN, capped while it streams (the declared size may be wrong)."""
+        cap_mb = self.cfg.max_media_mb
+        cap = int(cap_mb * 1024 * 1024)
+        if int(ref.get("size") or 0) > cap:
+            raise TooBig(cap_mb)
+        url = ref.get("url")
+        if not url:
+            raise FileUnavailable("Discord gave no link to download it from")
+        if self._files_http is None or self._files_http.closed:
+            self._files_http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=DOWNLOAD_TIMEOUT))
+        # The attachment's id (or its index) keeps two files of one message apart when they share a name.
+        target = self.media_path("dc", msg.source.thread_id or msg.source.chat_id, msg.platform_message_id,
+                                 str(ref.get("id") or index), str(ref.get("name") or "file"))
+        async with self._files_http.get(url) as resp:
+            if resp.status != 200:
+                raise FileUnavailable(f"Discord answered HTTP {resp.status}")
+            await save_stream(resp.content.iter_chunked(65536), target, cap, cap_mb)
+        return str(target)
 
     # ---- outbound --------------------------------------------------------------------------------
 

@@ -6,14 +6,14 @@ the thread of its parent channel, so it is a session of its own and answers go i
 ``scope``. Server channels and threads are heard when the bot is mentioned (its user or its own role), replied
 to, or addressed with a known ``/command`` typed as text; everything with ``require_mention: false``. The bot
 ignores itself, other bots, webhooks and system messages. Application commands are native commands; the
-member's roles travel in ``Source.roles`` for ``allowed_roles``. Files of people who may talk to the agent are
-downloaded into the media folder (the agent's workspace) up to ``max_media_mb``; a stranger's never are.
+member's roles travel in ``Source.roles`` for ``allowed_roles``. A message's files are listed in ``pending``
+and downloaded into the media folder (the agent's workspace) up to ``max_media_mb`` once the inbox has the
+message, before its turn (the adapter's ``download``), so only for people the gateway accepted; a stranger's
+never are.
 """
 
 from __future__ import annotations
 
-import os
-import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -30,6 +30,7 @@ from gateway.platforms.base import (
     Gateway,
     InboundMessage,
     Source,
+    file_ref,
     parse_text_command,
 )
 
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("herald.discord")
 
-_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 _TALK = (discord.MessageType.default, discord.MessageType.reply)
 MAX_FILES = 10  # Discord's own limit per message
 
@@ -166,45 +166,19 @@ class DiscordInbound:
         source = Source(platform=self.name, chat_id=chat_id, user_id=str(author.id), chat_type=chat_type,
                         thread_id=thread_id, user_name=author.display_name, scope=scope,
                         roles=await self.roles(author, guild))
-        attachments: list[str] = []
-        notes = await self._files(message, source, attachments)
+        notes = [f"[The user sent a sticker: {s.name}.]" for s in message.stickers]
         if notes:
             text = "\n".join([text, *notes]) if text else "\n".join(notes)
-        if not text.strip() and not attachments:
+        # Each with its attachment id: two files of one message may share a name (two pasted image.png).
+        files = [file_ref(a.filename, size=a.size, url=a.url, id=str(a.id)) for a in message.attachments[:MAX_FILES]]
+        if not text.strip() and not files:
             return None
         reply_to = None
         if message.reference is not None and message.reference.message_id is not None:
             reply_to = str(message.reference.message_id)
-        return InboundMessage(source=source, text=text, platform_message_id=str(message.id), attachments=attachments,
-                              reply_to=reply_to, received_at=time.time(), command=command)
-
-    async def _files(self, message: discord.Message, source: Source, paths: list[str]) -> list[str]:
-        """Download the message's files; returns notes for the agent on what it could not have."""
-        notes = [f"[The user sent a sticker: {s.name}.]" for s in message.stickers]
-        if not message.attachments:
-            return notes
-        if not self.gateway.may_talk(source):
-            # Strangers' files are never downloaded; the inbox denies the message anyway.
-            return notes + [f"[{a.filename}]" for a in message.attachments]
-        cap = int(self.cfg.max_media_mb * 1024 * 1024)
-        for a in message.attachments[:MAX_FILES]:
-            if a.size > cap:
-                notes.append(f"[The user sent {a.filename} ({a.size / 1048576:.1f} MB), bigger than the "
-                             f"{self.cfg.max_media_mb:g} MB limit; it was not downloaded.]")
-                continue
-            safe = _SAFE_NAME.sub("_", a.filename)[-80:] or "file"
-            target = self.media_dir / f"dc-{message.channel.id}-{message.id}-{safe}"
-            try:
-                os.makedirs(self.media_dir, exist_ok=True)
-                await a.save(target)
-            except Exception as exc:
-                log.warning("discord_media_failed", filename=a.filename, error=f"{type(exc).__name__}: {exc}")
-                notes.append(f"[The user sent {a.filename}, which could not be downloaded ({type(exc).__name__}).]")
-                continue
-            paths.append(str(target))
-            if not message.content:
-                notes.append(f"[The user sent a file: {a.filename}.]")
-        return notes
+        return InboundMessage(source=source, text=text, platform_message_id=str(message.id), reply_to=reply_to,
+                              received_at=time.time(), command=command,
+                              pending={"files": files} if files else None)
 
     # ---- interactions --------------------------------------------------------------------------------
 

@@ -4,8 +4,10 @@ lives in inbound.py, sending in outbound.py, converting in mrkdwn.py, the SDK's 
 
 Bolt runs with ``process_before_response``: the HTTP response (or the Socket Mode ack) goes out when our
 listener returns, and the listener returns as soon as ``accept`` has made the message durable, which takes
-milliseconds; the gateway dispatches the turn itself. An exception there (the daemon is draining) leaves
-the event unacknowledged, so Slack delivers it again later. Retries (X-Slack-Retry-Num, Socket Mode
+milliseconds; the gateway dispatches the turn itself. Before ``accept`` come only lookups under one shared
+deadline (inbound.LOOKUP_BUDGET); files are downloaded after the ack, in ``prepare``, before the turn. An
+exception in ``accept`` (the daemon is draining) leaves the event unacknowledged, so Slack delivers it
+again later. Retries (X-Slack-Retry-Num, Socket Mode
 redeliveries) carry the same message, whose id (``<channel>/<ts>``) the inbox already has: answered once.
 In HTTP mode Bolt checks the request signature (``v0:{ts}:{body}`` with the signing secret) and refuses a
 timestamp more than 5 minutes off: 401 either way.
@@ -29,10 +31,12 @@ from gateway.platforms.base import (
     ButtonPress,
     Capabilities,
     CredentialRejected,
+    InboundMessage,
     OutboundMessage,
     PlatformAdapter,
+    Prepared,
 )
-from gateway.platforms.slack.inbound import SlackInbound
+from gateway.platforms.slack.inbound import LOOKUP_BUDGET, Deadline, SlackInbound
 from gateway.platforms.slack.outbound import MAX_TEXT, SlackOutbound
 from gateway.platforms.slack.transport import file_hosts, http_session, web_client
 
@@ -43,7 +47,10 @@ log = structlog.get_logger("herald.slack")
 
 EVENTS_PATH = "/slack/events"
 CONNECT_TIMEOUT = 30.0
-ORDER_WAIT = 2.0  # at most this long does a message wait for an earlier one of its channel
+# At most this long after its arrival does a message wait for an earlier one of its channel (whose own
+# lookups end within LOOKUP_BUDGET of its arrival, which came first).
+ORDER_WAIT = LOOKUP_BUDGET + 0.5
+NOT_ALLOWED = "You are not allowed to use this bot here."
 PING_INTERVAL = 10.0  # Socket Mode's ping; a connection silent for 4 of these is replaced
 
 
@@ -214,12 +221,13 @@ class SlackAdapter(PlatformAdapter):
     async def _on_message(self, body: dict[str, Any]) -> None:
         event = body.get("event") or {}
         key = (str(event.get("channel") or ""), str(event.get("ts") or ""))
+        arrived = asyncio.get_running_loop().time()
         self._normalising.setdefault(key[0], []).append(key[1])
         try:
-            msg = await self.inbound.message(body)
+            msg = await self.inbound.message(body, Deadline(LOOKUP_BUDGET))
             if msg is None:
                 return
-            await self._earlier_first(*key)
+            await self._earlier_first(*key, arrived + ORDER_WAIT)
             # Raises while draining: Bolt answers 500 / sends no ack, and Slack delivers the event again.
             accepted = await self.accept(msg)
         finally:
@@ -231,18 +239,18 @@ class SlackAdapter(PlatformAdapter):
             self._accepted.set()
         if accepted:
             source = msg.source
-            if source.thread_id and source.chat_type != "dm":
+            maybe = bool(msg.pending and msg.pending.get("thread"))  # not known to be the bot's thread yet
+            if source.thread_id and source.chat_type != "dm" and not maybe:
                 self.inbound.joined(source.chat_id, source.thread_id)
             self.outbound.note_message(source.chat_id, source.thread_id, msg.platform_message_id.rpartition("/")[2])
 
-    async def _earlier_first(self, channel: str, ts: str) -> None:
+    async def _earlier_first(self, channel: str, ts: str, deadline: float) -> None:
         """Wait (a little) while an earlier message of the same channel is still being normalised.
 
-        Events are handled concurrently, and normalising one can take an API call or a file download: the
-        text sent right after a file must not reach the agent before it. Slack's ts orders a channel's
-        messages. The wait is capped so that the ack stays well inside Slack's 3 s.
+        Events are handled concurrently, and normalising one can take API lookups: a message sent right
+        after another must not reach the inbox (and the session's lane) before it. Slack's ts orders a
+        channel's messages. The wait ends at ``deadline``, so that the ack stays well inside Slack's 3 s.
         """
-        deadline = asyncio.get_running_loop().time() + ORDER_WAIT
         while any(other < ts for other in self._normalising.get(channel, ())):
             left = deadline - asyncio.get_running_loop().time()
             if left <= 0:
@@ -255,14 +263,52 @@ class SlackAdapter(PlatformAdapter):
         return None
 
     async def _on_command(self, ack: Any, body: dict[str, Any]) -> None:
-        await self.accept(await self.inbound.command(body))
+        msg = await self.inbound.command(body)
+        accepted = await self.accept(msg)
         await ack()  # empty: the answer follows through response_url
+        if not accepted and not self.gateway.may_talk(msg.source):
+            # Someone who may not talk to the bot hears so, privately (as on Discord), rather than nothing.
+            self.outbound.spawn(self._tell_privately(msg, NOT_ALLOWED))
+
+    async def _tell_privately(self, msg: InboundMessage, text: str) -> None:
+        out = OutboundMessage(text, reply_handle=msg.reply_handle, ephemeral=True)
+        try:
+            await self.outbound.send(msg.source.chat_id, self.render(text), out)
+        except Exception as exc:
+            log.info("slack_notice_failed", error=f"{type(exc).__name__}: {exc}")
+
+    # ---- after the ack, before the turn ----------------------------------------------------------
+
+    async def prepare(self, msg: InboundMessage) -> Prepared:
+        """A thread follow-up that was only maybe for the bot is checked patiently first (a thread it turns
+        out not to be in drops it); then the files are downloaded (the contract's default)."""
+        thread = (msg.pending or {}).get("thread")
+        if thread:
+            found = await self.inbound.thread_check(msg.source.chat_id, str(thread))
+            if found is None:
+                msg.pending = None
+                return Prepared(drop="Slack never said whether the bot is in this thread (conversations.replies)")
+            if not found:
+                msg.pending = None
+                return Prepared(drop="a thread follow-up without a mention, in a thread the bot is not in")
+        return await super().prepare(msg)
+
+    async def download(self, msg: InboundMessage, ref: dict[str, Any], index: int) -> str:
+        ts = msg.platform_message_id.rpartition("/")[2]
+        target = self.media_path("slack", msg.source.chat_id, ts, str(index), str(ref.get("name") or "file"))
+        await self.inbound.download(ref, target)
+        return str(target)
 
     async def _on_action(self, ack: Any, body: dict[str, Any]) -> None:
         await ack()
         press = await self.inbound.press(body) if body.get("type") == "block_actions" else None
-        if press is not None and press.button_id:
-            self.press(press)
+        if press is None or not press.button_id:
+            return
+        button_id = self.outbound.button_id(press.button_id)
+        if button_id is None:  # a digest of a long id, sent by a process before a restart
+            self.outbound.spawn(self.answer_press(press, "This button is no longer active."))
+            return
+        self.press(ButtonPress(press.source, button_id, press.message_id, press.reply_handle))
 
     async def _on_error(self, error: BaseException, body: dict[str, Any]) -> None:
         log.warning("slack_listener_failed", error=f"{type(error).__name__}: {error}",

@@ -5,7 +5,7 @@ What slackify-markdown does: **bold** -> *bold*, _italics_, ~~strike~~ -> ~strik
 Two things it leaves that matter here, done on the same parser's tokens rather than with patterns:
 
 - Tables: slackify disables them (the pipes come out as prose). Slack has no tables, so a table becomes a
-  code block of aligned columns, which reads as one.
+  code block of aligned columns, which reads as one; a link in a cell shows as ``text (url)``.
 - Code: its code spans and blocks are passed through unescaped, but Slack parses ``<...>`` even inside
   code (``a<b`` could start a link), so &, < and > are escaped there too; the client shows them plainly.
 
@@ -69,13 +69,24 @@ def _renderer_class() -> Any:
 
 
 def _cell_text(inline: Any) -> str:
-    """A table cell's words without markup (it is shown as code, where markup would be literal)."""
+    """A table cell's words without markup (it is shown as code, where markup would be literal); a link
+    keeps its address as ``text (url)``, since code shows no links."""
     parts = []
+    hrefs: list[tuple[str, int]] = []  # the open links: (href, where their text starts in parts)
     for child in inline.children or []:
         if child.type in ("text", "code_inline"):
             parts.append(child.content)
         elif child.type in ("softbreak", "hardbreak"):
             parts.append(" ")
+        elif child.type == "link_open":
+            hrefs.append((str(child.attrs.get("href") or ""), len(parts)))
+        elif child.type == "link_close" and hrefs:
+            href, start = hrefs.pop()
+            if href and "".join(parts[start:]).strip() != href:  # an autolink shows its address already
+                parts.append(f" ({href})")
+        elif child.type == "image":
+            src = str(child.attrs.get("src") or "")
+            parts.append(f"{child.content or 'image'} ({src})" if src else child.content)
     return "".join(parts).strip()
 
 

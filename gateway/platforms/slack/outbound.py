@@ -10,6 +10,7 @@ cannot de-duplicate a resent message (chat.postMessage has no idempotency key).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -35,14 +36,16 @@ WORKING_DELAY = 0.5  # a turn answered faster than this shows no reaction (and c
 WORKING_LEASE = 6.0
 
 
-def blocks_for(text: str, buttons: list[Button]) -> list[dict[str, Any]] | None:
+def blocks_for(text: str, buttons: list[Button], value: Callable[[str], str] = lambda button_id: button_id
+               ) -> list[dict[str, Any]] | None:
     """The text as a section and the buttons as an actions block (None without buttons: plain text is
-    enough). The button's id travels as its value; action ids only need to be unique in the message."""
+    enough). The button's id travels as its value (``value`` makes one that fits); action ids only need to be
+    unique in the message."""
     if not buttons:
         return None
     elements = []
     for index, b in enumerate(buttons[:ACTIONS_MAX]):
-        element: dict[str, Any] = {"type": "button", "action_id": f"herald-{index}", "value": b.id[:BUTTON_VALUE_MAX],
+        element: dict[str, Any] = {"type": "button", "action_id": f"herald-{index}", "value": value(b.id),
                                    "text": {"type": "plain_text", "text": b.label[:BUTTON_LABEL_MAX] or "…",
                                             "emoji": True}}
         if b.style in ("primary", "danger"):
@@ -63,12 +66,36 @@ class SlackOutbound:
         self.latest: OrderedDict[tuple[str, str | None], str] = OrderedDict()
         self._working: dict[tuple[str, str | None], _Working] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.long_buttons: OrderedDict[str, str] = OrderedDict()  # digest -> a button id too long for a value
 
     def client(self) -> Any:
         client = self._client()
         if client is None:
             raise TransientError("slack is not connected right now")
         return client
+
+    # ---- buttons ---------------------------------------------------------------------------------
+
+    def value(self, button_id: str) -> str:
+        """A button's value is at most 2000 characters: longer ids travel as a digest remembered here (a press
+        after a restart finds none and is told the button is no longer active; never a truncated id)."""
+        if 0 < len(button_id) <= BUTTON_VALUE_MAX and not button_id.startswith("~"):
+            return button_id
+        digest = "~" + hashlib.sha256(button_id.encode()).hexdigest()[:40]
+        self.long_buttons[digest] = button_id
+        self.long_buttons.move_to_end(digest)
+        while len(self.long_buttons) > 10_000:
+            self.long_buttons.popitem(last=False)
+        return digest
+
+    def button_id(self, value: str) -> str | None:
+        """The id behind a button's value; None for a digest this process does not know."""
+        if value.startswith("~"):
+            return self.long_buttons.get(value)
+        return value
+
+    def _blocks(self, text: str, buttons: list[Button]) -> list[dict[str, Any]] | None:
+        return blocks_for(text, buttons, self.value)
 
     # ---- formatting ------------------------------------------------------------------------------
 
@@ -91,7 +118,7 @@ class SlackOutbound:
         kwargs: dict[str, Any] = {"channel": chat_id, "text": text, "unfurl_links": False, "unfurl_media": False}
         if message.thread_id:
             kwargs["thread_ts"] = message.thread_id
-        blocks = blocks_for(text, message.buttons)
+        blocks = self._blocks(text, message.buttons)
         if blocks:
             kwargs["blocks"] = blocks
         try:
@@ -108,7 +135,7 @@ class SlackOutbound:
         """Only the addressee sees it: through the command's response_url, else chat.postEphemeral (which
         needs the bot in the channel; a slash command's response_url works anywhere)."""
         handle = message.reply_handle or {}
-        blocks = blocks_for(text, message.buttons)
+        blocks = self._blocks(text, message.buttons)
         url = handle.get("response_url")
         if url:
             try:
@@ -145,7 +172,7 @@ class SlackOutbound:
                 raise PermanentError("chat.update needs the text, and this message's is no longer known")
         text = text if text.strip() else "…"
         # blocks=[] takes the old buttons off; Slack keeps a message's blocks when none are given.
-        blocks = blocks_for(text, buttons or []) or []
+        blocks = self._blocks(text, buttons or []) or []
         try:
             await self.client().chat_update(channel=chat_id, ts=message_id, text=text, blocks=blocks)
         except Exception as exc:
@@ -219,6 +246,10 @@ class SlackOutbound:
             await self.client().reactions_remove(channel=channel, timestamp=ts, name=WORKING)
         except Exception as exc:
             log.debug("slack_reaction_failed", error=slack_error(exc) or str(exc))
+
+    def spawn(self, coro: Any) -> None:
+        """A background task of the adapter's (cancelled at stop)."""
+        self._spawn(coro)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro, name="slack:working")

@@ -30,9 +30,12 @@ from gateway.platforms.base import (
     ButtonPress,
     Capabilities,
     CredentialRejected,
+    FileUnavailable,
+    InboundMessage,
     OutboundMessage,
     PlatformAdapter,
     ShuttingDown,
+    TooBig,
 )
 from gateway.platforms.telegram.inbound import TelegramInbound
 from gateway.platforms.telegram.outbound import MAX_UTF16, TelegramOutbound
@@ -332,6 +335,25 @@ class TelegramAdapter(PlatformAdapter):
         done = await self._process([update])
         # Non-2xx makes Telegram redeliver: only answer OK once the update is in the inbox.
         return web.json_response({"ok": done == 1}, status=200 if done == 1 else 503)
+
+    # ---- after the offset, before the turn -----------------------------------------------------
+
+    async def download(self, msg: InboundMessage, ref: dict[str, Any], index: int) -> str:
+        """getFile, then the file itself (Telegram's Bot API serves at most 20 MB)."""
+        cap_mb = self.cfg.max_media_mb
+        cap = int(cap_mb * 1024 * 1024)
+        if int(ref.get("size") or 0) > cap:
+            raise TooBig(cap_mb)
+        bot = self.bot
+        if bot is None:
+            raise FileUnavailable("Telegram is not connected right now")
+        file = await bot.get_file(str(ref["file_id"]), read_timeout=30)
+        if file.file_size and file.file_size > cap:
+            raise TooBig(cap_mb)
+        message_id = msg.platform_message_id.rpartition("/")[2]
+        target = self.media_path("tg", msg.source.chat_id, message_id, str(index), str(ref.get("name") or "file"))
+        await file.download_to_drive(target, read_timeout=120)
+        return str(target)
 
     # ---- outbound --------------------------------------------------------------------------------
 

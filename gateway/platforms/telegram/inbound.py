@@ -3,14 +3,13 @@
 DMs, groups (when the bot is mentioned, replied to, or addressed with ``/cmd@ThisBot``; everything with
 ``require_mention: false``) and forum topics (the topic is the thread). ``/name args`` fills
 ``InboundMessage.command`` by syntax; whether ``name`` is a command is the gateway's call (an unknown name is
-prose for the model). Photos, documents, voice notes, audio and video of people who may talk to the agent
-are downloaded to the media folder; a stranger's never are.
+prose for the model). Photos, documents, voice notes, audio and video are listed in ``pending`` and
+downloaded to the media folder after the update is confirmed, before the turn (the adapter's ``download``),
+so only for people the gateway accepted; a stranger's never are.
 """
 
 from __future__ import annotations
 
-import os
-import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from gateway.platforms.base import ButtonPress, Gateway, InboundMessage, Source, parse_text_command
+from gateway.platforms.base import ButtonPress, Gateway, InboundMessage, Source, file_ref, parse_text_command
 
 if TYPE_CHECKING:
     from telegram import Bot, Message, Update
@@ -27,7 +26,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("herald.telegram")
 
-_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 # Content a person can send that we don't open: the agent gets a short note instead.
 _UNSUPPORTED = ("sticker", "poll", "location", "venue", "contact", "dice", "game", "animation", "video_note",
                 "story", "invoice")
@@ -76,17 +74,17 @@ class TelegramInbound:
             thread_id=str(msg.message_thread_id) if msg.is_topic_message and msg.message_thread_id else None,
             user_name=user.username or user.full_name,
         )
-        attachments: list[str] = []
-        note = await self._media(msg, source, attachments)
+        note, media = self._media(msg)
         if note:
             text = f"{text}\n{note}" if text else note
-        if not text.strip() and not attachments:
+        if not text.strip() and media is None:
             return None  # service messages (joins, pins, topic edits)
         reply_to = None
         if msg.reply_to_message is not None and not msg.reply_to_message.forum_topic_created:
             reply_to = f"{chat.id}/{msg.reply_to_message.message_id}"
         return InboundMessage(source=source, text=text, platform_message_id=f"{chat.id}/{msg.message_id}",
-                              attachments=attachments, reply_to=reply_to, received_at=time.time(), command=command)
+                              reply_to=reply_to, received_at=time.time(), command=command,
+                              pending={"files": [media]} if media is not None else None)
 
     def _addressed(self, msg: Message) -> bool:
         """In a group: mentions the bot, replies to it, or is a command (``/cmd`` or ``/cmd@ThisBot``)."""
@@ -115,8 +113,9 @@ class TelegramInbound:
             return text[len(me):].lstrip(" ,:")
         return text
 
-    async def _media(self, msg: Message, source: Source, attachments: list[str]) -> str | None:
-        """Download photo/document/voice/audio/video to the media dir; returns a note for the agent."""
+    @staticmethod
+    def _media(msg: Message) -> tuple[str | None, dict[str, Any] | None]:
+        """(a note for the agent, the file to download after the ack) for what the message carries."""
         kind, obj, name = None, None, None
         if msg.photo:
             kind, obj = "photo", msg.photo[-1]
@@ -129,38 +128,17 @@ class TelegramInbound:
             kind, obj, name = "audio file", msg.audio, msg.audio.file_name or "audio"
         elif msg.video is not None:
             kind, obj, name = "video", msg.video, msg.video.file_name or "video.mp4"
-        if kind is None or obj is None:
+        if kind is None or obj is None or name is None:
             for attr in _UNSUPPORTED:
                 value = getattr(msg, attr, None)
                 if value:
                     if attr == "sticker":
-                        return f"[The user sent a sticker{' ' + value.emoji if value.emoji else ''}.]"
+                        return f"[The user sent a sticker{' ' + value.emoji if value.emoji else ''}.]", None
                     if attr == "poll":
-                        return f"[The user sent a poll: {value.question}]"
-                    return f"[The user sent a {attr.replace('_', ' ')}, which I can't open here.]"
-            return None
-        if not self.gateway.may_talk(source):
-            return f"[{kind}]"  # strangers' files are never downloaded; the inbox denies the message anyway
-        cap = int(self.cfg.max_media_mb * 1024 * 1024)
-        size = getattr(obj, "file_size", None) or 0
-        if size > cap:
-            return (f"[The user sent a {kind} ({name}, {size / 1048576:.1f} MB) bigger than the "
-                    f"{self.cfg.max_media_mb:g} MB limit; it was not downloaded.]")
-        try:
-            bot = self._bot()
-            assert bot is not None
-            file = await bot.get_file(obj.file_id, read_timeout=30)
-            if file.file_size and file.file_size > cap:
-                return f"[The user sent a {kind} bigger than the {self.cfg.max_media_mb:g} MB limit.]"
-            os.makedirs(self.media_dir, exist_ok=True)
-            safe = _SAFE_NAME.sub("_", name)[-80:] or "file"
-            target = self.media_dir / f"tg-{source.chat_id}-{msg.message_id}-{safe}"
-            await file.download_to_drive(target, read_timeout=120)
-        except Exception as exc:
-            log.warning("telegram_media_failed", kind=kind, error=f"{type(exc).__name__}: {exc}")
-            return f"[The user sent a {kind} that could not be downloaded ({type(exc).__name__}).]"
-        attachments.append(str(target))
-        return None if msg.caption else f"[The user sent a {kind}.]"
+                        return f"[The user sent a poll: {value.question}]", None
+                    return f"[The user sent a {attr.replace('_', ' ')}, which I can't open here.]", None
+            return None, None
+        return None, file_ref(name, kind, getattr(obj, "file_size", None) or 0, file_id=obj.file_id)
 
     def press(self, update: Update) -> ButtonPress | None:
         """A callback query; its id is the reply handle (the adapter answers it with the notice)."""

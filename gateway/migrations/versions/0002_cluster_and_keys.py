@@ -1,4 +1,5 @@
-"""Several instances on one database: session leases, and the inbox indexes the session router reads by.
+"""Several instances on one database: session leases, and the inbox indexes the session router reads by;
+the idempotency key a reply's chunk is sent with, drawn once and kept on its outbox row.
 
 Revision ID: 0002
 Revises: 0001
@@ -26,6 +27,7 @@ def upgrade() -> None:
     op.create_index("ix_session_leases_owner", "session_leases", ["owner"])
     op.create_index("ix_inbox_session_owner", "inbox", ["session_key", "owner", "status"])
     op.create_index("ix_inbox_owner", "inbox", ["owner", "status"])
+    op.add_column("outbox", sa.Column("idempotency_key", sa.String(64), nullable=True))
 
 
 def downgrade() -> None:

@@ -86,7 +86,7 @@ class GatewayRunner:
         self.store = Store(cfg.database.url or f"sqlite+aiosqlite:///{paths.db_file}")
         self.metrics = Metrics(self)  # a registry of its own: several runners may share a process (tests)
         self.instance = Instance(self.store, paths.profile)
-        self.delivery = Delivery(self.store, self.metrics)
+        self.delivery = Delivery(self.store, self.metrics, owner=self.instance.id)
         self.notices = Notices(self.delivery, self.adapters)
         self.commands = CommandRegistry()
         self.access = AccessControl(cfg)
@@ -218,7 +218,7 @@ class GatewayRunner:
         from cron.host import CronHost
 
         return CronHost(self.cfg, self.store, self.turns, self.delivery, self.adapters, self, self.agents.tool_extras,
-                        self._is_admin, lambda: self.agents.sandbox, self.metrics)
+                        self._is_admin, lambda: self.agents.sandbox, self.metrics, self.bus)
 
     def _build_adapters(self) -> None:
         # Files people send are for the agent: they go where its tools can read them (the sandbox hides the

@@ -102,6 +102,8 @@ outbox = Table(
     # The key ``send`` is given, drawn when the chunk is first begun and reused when it is resent: unique for
     # ever (an inbox id is not: SQLite hands out a deleted newest row's id again).
     Column("idempotency_key", String(64), nullable=True),
+    # A delivery that answers no inbox row but must not repeat either (a cron run's result to one target).
+    Column("ref", String(300), nullable=True, index=True),
 )
 
 

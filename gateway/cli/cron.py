@@ -88,6 +88,7 @@ def add(
         enabled = {name for name in PLATFORMS if getattr(getattr(cfg.platforms, name, None), "enabled", False)}
         try:
             row = operator_script(build_job(fields, default_tz=cfg.cron.timezone, origin=None,
+                                            min_interval=cfg.cron.min_interval_seconds,
                                             known_platforms=enabled, created_by="cli"))
             for target in parse_targets(row["deliver"], enabled, has_origin=False):
                 home = getattr(cfg.platforms, target.platform or "", None)

@@ -79,8 +79,8 @@ def pg_database() -> Iterator[str]:
         asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
-def cluster(make_herald: Callable[..., Herald], url: str, n: int = 3) -> list[Herald]:
-    config = {"database": {"url": url}, "gateway": {"max_queue": 100, "drain_seconds": 2}}
+def cluster(make_herald: Callable[..., Herald], url: str, n: int = 3, **sections: Any) -> list[Herald]:
+    config = {"database": {"url": url}, "gateway": {"max_queue": 100, "drain_seconds": 2}, **sections}
     return [make_herald(config) for _ in range(n)]
 
 
@@ -211,5 +211,39 @@ def test_a_web_client_sees_its_chat_live_whichever_instance_answers(make_herald,
         assert [m["text"] for m in stream.messages("assistant")] == ["echo: hello over there"]
     finally:
         stream.close()
+    for node in nodes:
+        assert node.stop() == 0
+
+
+@pytest.mark.timeout(300)
+def test_a_cron_job_every_10_s_runs_once_per_due_time_across_three_instances(make_herald, fake_llm, pg_database):
+    """Two minutes of a job due every 10 s, three instances racing for each due time: exactly one run per due
+    time, each run's result delivered once."""
+    import json
+    import subprocess
+
+    from tests.e2e.conftest import HERALD_BIN
+
+    nodes = cluster(make_herald, pg_database, cron={"min_interval_seconds": 10})
+    added = subprocess.run([str(HERALD_BIN), "cron", "add", "--schedule", "every 10s", "--prompt", "tick",
+                            "--deliver", "web:cronchat", "--name", "ticker"], env=nodes[0].env, capture_output=True,
+                           text=True, timeout=30)
+    assert added.returncode == 0, added.stderr
+    job_id = next(j["id"] for j in json.loads(subprocess.run(
+        [str(HERALD_BIN), "cron", "list", "--json"], env=nodes[0].env, capture_output=True, text=True,
+        timeout=30).stdout))
+    time.sleep(125)
+    history = json.loads(subprocess.run([str(HERALD_BIN), "cron", "history", job_id, "--json", "--limit", "100"],
+                                        env=nodes[1].env, capture_output=True, text=True, timeout=30).stdout)
+    scheduled = [r for r in history if r["trigger"] == "scheduled"]
+    assert 11 <= len(scheduled) <= 13, history
+    assert len({r["due_at"] for r in scheduled}) == len(scheduled)  # one run per due time
+    assert {r["status"] for r in scheduled} == {"ok"}
+    time.sleep(3)  # the newest run's delivery
+    delivered = [r for r in json.loads(subprocess.run(
+        [str(HERALD_BIN), "cron", "history", job_id, "--json", "--limit", "100"], env=nodes[2].env,
+        capture_output=True, text=True, timeout=30).stdout) if r["delivery_status"] == "delivered"]
+    results = [t for t in nodes[2].replies("cronchat") if "Cron job" in t]
+    assert len(results) == len(delivered) >= len(scheduled)  # each delivered once, none twice
     for node in nodes:
         assert node.stop() == 0

@@ -1,5 +1,6 @@
 """Several instances on one database: session leases, and the inbox indexes the session router reads by;
-the idempotency key a reply's chunk is sent with, drawn once and kept on its outbox row.
+the idempotency key a reply's chunk is sent with, drawn once and kept on its outbox row; outbox rows of
+deliveries that answer no inbox row (a cron run's result, per target).
 
 Revision ID: 0002
 Revises: 0001
@@ -28,6 +29,8 @@ def upgrade() -> None:
     op.create_index("ix_inbox_session_owner", "inbox", ["session_key", "owner", "status"])
     op.create_index("ix_inbox_owner", "inbox", ["owner", "status"])
     op.add_column("outbox", sa.Column("idempotency_key", sa.String(64), nullable=True))
+    op.add_column("outbox", sa.Column("ref", sa.String(300), nullable=True))
+    op.create_index("ix_outbox_ref", "outbox", ["ref"])
 
 
 def downgrade() -> None:

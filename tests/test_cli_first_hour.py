@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -93,6 +94,70 @@ def test_an_unknown_profile_fails_with_the_list_instead_of_creating_one(home: Pa
             assert "no profile 'wrok' (profiles: default, work)" in out and "herald profile create wrok" in out
     assert sorted(p.name for p in (home / "profiles").iterdir()) == ["work"]
     assert invoke("--profile", "work", "paths")[0] == 0
+
+
+# Arguments that make each command get as far as choosing its profile (their own checks pass).
+SAMPLE_ARGS: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("backup",): ("{tmp}/copy.db",),
+    ("pairing", "approve"): ("telegram", "ABCDEFGH"),
+    ("pairing", "revoke"): ("telegram", "1"),
+    ("cron", "add"): ("--schedule", "1h", "--prompt", "x"),
+    **{("cron", verb): ("nosuchjob",) for verb in ("remove", "pause", "resume", "approve", "run", "history")},
+    ("approvals", "revoke"): ("42",),
+    ("service", "install"): ("--user",),
+    ("service", "status"): ("--user",),
+}
+
+
+def _every_command() -> list[tuple[tuple[str, ...], list[str]]]:
+    """Every leaf command of the CLI (walked from the app, so a new command is covered without editing
+    this test) with the names of its required parameters."""
+    import typer.main
+
+    out: list[tuple[tuple[str, ...], list[str]]] = []
+
+    def walk(command: Any, path: tuple[str, ...]) -> None:
+        if hasattr(command, "commands"):
+            for name, sub in command.commands.items():
+                walk(sub, (*path, name))
+        else:
+            out.append((path, [p.name for p in command.params if p.required]))
+
+    walk(typer.main.get_command(app), ())
+    return out
+
+
+def test_every_command_refuses_an_unknown_profile(home: Path, tmp_path: Path) -> None:
+    assert invoke("profile", "create", "work")[0] == 0
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "xdg")}  # where a user unit would be written
+    commands = [(path, required) for path, required in _every_command() if path != ("profile", "create")]
+    assert len(commands) >= 20
+    for path, required in commands:
+        assert not required or path in SAMPLE_ARGS, f"{path} needs SAMPLE_ARGS to reach its profile check"
+        args = [a.format(tmp=tmp_path) for a in SAMPLE_ARGS.get(path, ())]
+        for prefix, extra in ((("--profile", "nosuch"), {}), ((), {"HERALD_PROFILE": "nosuch"})):
+            code, out = invoke(*prefix, *path, *args, env={**env, **extra})
+            assert code == 2, (path, prefix, out)
+            assert "no profile 'nosuch' (profiles: default, work)" in out, (path, out)
+    # Nothing was made for the unknown name: no profile folder, no unit.
+    assert sorted(p.name for p in (home / "profiles").iterdir()) == ["work"]
+    assert not (tmp_path / "xdg").exists() and not (tmp_path / "copy.db").exists()
+
+
+def test_service_takes_the_profile_from_its_own_option_or_the_global_one(home: Path, tmp_path: Path) -> None:
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    units = tmp_path / "xdg" / "systemd" / "user"
+    for args in (("service", "install", "--user", "--profile", "nosuch"), ("--profile", "nosuch", "service",
+                                                                           "install", "--user")):
+        code, out = invoke(*args, env=env)
+        assert code == 2 and "no profile 'nosuch' (profiles: default)" in out, out
+        assert "herald profile create nosuch" in out
+    code, out = invoke("service", "status", "--user", "--profile", "nosuch", env=env)
+    assert code == 2 and "no profile 'nosuch'" in out, out
+    assert not units.exists()
+    assert invoke("profile", "create", "work")[0] == 0
+    code, out = invoke("--profile", "work", "service", "install", "--user", env=env)
+    assert code == 0 and (units / "herald-work.service").exists(), out
 
 
 # ---- herald web-url -------------------------------------------------------------------------------------

@@ -125,6 +125,9 @@ def test_service_install_writes_a_user_unit_and_status_reports_it(tmp_path: Path
     out = run_herald("service", "status", "--user", env=env)
     assert out.returncode == 1 and "not installed" in out.stderr
     out = run_herald("service", "install", "--user", "--profile", "work", env=env)
+    assert out.returncode == 2 and "no profile 'work'" in out.stderr  # a unit for a profile that isn't there
+    assert run_herald("profile", "create", "work", env=env).returncode == 0
+    out = run_herald("service", "install", "--user", "--profile", "work", env=env)
     assert out.returncode == 0, out.stderr
     unit = tmp_path / "config" / "systemd" / "user" / "herald-work.service"
     text = unit.read_text()

@@ -85,7 +85,7 @@ class Doctor:
         return out
 
     def home(self) -> list[Check]:
-        problems = preflight.home_problems(self.paths, create=False)
+        problems = preflight.home_problems(self.paths, create=False) or preflight.logs_problems(self.cfg, self.paths)
         if problems:
             return [Check(p.key, "fail", p.message) for p in problems]
         return [self._permissions(), self._disk()]

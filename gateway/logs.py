@@ -410,7 +410,8 @@ def configure_logging(
     backups: int = _BACKUP_COUNT,
 ) -> None:
     """Send all logging to ``logs_dir/herald.log`` (JSON lines, rotated at ``max_bytes`` keeping ``backups``
-    old files; with 0 the file is emptied instead) and to stderr; with ``file=False`` to stderr only (journald, containers collect it).
+    old files; with 0 the file is emptied instead) and to stderr; with ``file=False`` to stderr only (journald,
+    containers collect it).
 
     ``console``: True for the human-readable renderer on stderr, False for JSON lines, None to choose
     by whether stderr is a terminal. Safe to call again: the previous handlers are replaced and

@@ -9,6 +9,7 @@ the rest are the configuration or the environment it names being wrong: exit 2.
 
 from __future__ import annotations
 
+import errno
 import getpass
 import ipaddress
 import os
@@ -104,10 +105,14 @@ def platform_problems(cfg: Config) -> list[Problem]:
 # ---- the machine -------------------------------------------------------------------------------------
 
 
+def _home_key(paths: Paths) -> str:
+    return "HERALD_HOME" if paths.profile == "default" else f"HERALD_HOME (profile {paths.profile})"
+
+
 def home_problems(paths: Paths, create: bool) -> list[Problem]:
     """The profile's home must be a folder this user can write (``create``: made 0700 when missing)."""
     home = paths.home
-    key = "HERALD_HOME" if paths.profile == "default" else f"HERALD_HOME (profile {paths.profile})"
+    key = _home_key(paths)
     user = getpass.getuser()
     if home.exists() and not home.is_dir():
         return [Problem(key, f"{home} is a file, not a folder: point HERALD_HOME at a folder, or move the file")]
@@ -275,23 +280,88 @@ def _sqlite_problems(cfg: Config, paths: Paths, url: str) -> list[Problem]:
     return []
 
 
-async def check(cfg: Config, paths: Paths, create_home: bool = False) -> list[Problem]:
-    """Everything at once: the config's own problems, the home, the database."""
+def logs_problems(cfg: Config, paths: Paths) -> list[Problem]:
+    """The log folder ($HERALD_HOME/logs, made at start when missing) must be a folder this user can write."""
+    if not cfg.logging.file:
+        return []
+    logs = paths.logs_dir
+    key = _home_key(paths)
+    user = getpass.getuser()
+    if not logs.exists():
+        return []
+    if not logs.is_dir():
+        return [Problem(key, f"{logs} is a file, not a folder: Herald writes its log files there; move that file "
+                             "away, or set logging.file: false to log to stderr only")]
+    try:
+        with tempfile.TemporaryFile(dir=logs):
+            pass
+    except OSError as exc:
+        return [Problem(key, f"the log folder {logs} is not writable by {user} ({exc.strerror or exc}): give {user} "
+                             "write access to it, or set logging.file: false to log to stderr only")]
+    return []
+
+
+async def check(cfg: Config, paths: Paths, create_home: bool = False, skip: frozenset[str] = frozenset()
+                ) -> list[Problem]:
+    """Everything at once: the config's own problems, the home and its log folder, the database. ``skip``: the
+    config sections that did not validate (their defaults stand in; the checks that read them are left out)."""
     problems = config_problems(cfg, paths)
     problems += home_problems(paths, create_home)
     if not any(p.key.startswith("HERALD_HOME") for p in problems):
-        problems += await database_problems(cfg, paths)
+        if "logging" not in skip:
+            problems += logs_problems(cfg, paths)
+        if "database" not in skip:
+            problems += await database_problems(cfg, paths)
     return problems
 
 
 def describe_failure(cfg: Config, paths: Paths, exc: BaseException) -> Problem | None:
-    """A start-up failure that has a one-line explanation (the database, a file), or None."""
+    """A start-up failure that has a one-line explanation (the database, the http port, a file), or None."""
     from sqlalchemy.exc import DBAPIError, InterfaceError
 
     chain = _chain(exc)
     if any(isinstance(e, DBAPIError | InterfaceError) for e in chain) or any(
             type(e).__module__.startswith(("asyncpg", "sqlite3")) for e in chain):
         return database_problem(cfg, paths, exc)
+    return listen_problem(cfg, paths, exc) or file_problem(paths, exc)
+
+
+def listen_problem(cfg: Config, paths: Paths, exc: BaseException) -> Problem | None:
+    """The http server could not listen on http.host:http.port (the only socket Herald binds)."""
+    host, port = cfg.http.host, cfg.http.port
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    for e in _chain(exc):
+        if not isinstance(e, OSError):
+            continue
+        if e.errno == errno.EADDRINUSE:
+            return Problem("http.port", f"{address} is already in use (another Herald, or another program, "
+                                        f"listens there): stop that one, or set http.port in {paths.config_file} "
+                                        "to a free port", runtime=True)
+        if "bind" not in str(e):
+            continue
+        if e.errno == errno.EADDRNOTAVAIL:
+            return Problem("http.host", f"cannot listen on {address}: {host} is not an address of this machine: "
+                                        "set http.host to 127.0.0.1 (this machine only) or 0.0.0.0 (every "
+                                        "interface)")
+        if e.errno == errno.EACCES:
+            return Problem("http.port", f"cannot listen on {address}: ports below 1024 need privileges: set "
+                                        "http.port to 1024 or above (a reverse proxy can serve port 80/443)")
+    return None
+
+
+def file_problem(paths: Paths, exc: BaseException) -> Problem | None:
+    """A file or folder Herald could not create, read or write, named with what to do about it."""
+    user = getpass.getuser()
+    for e in _chain(exc):
+        if isinstance(e, OSError) and e.filename:
+            where = Path(str(e.filename))
+            key = _home_key(paths) if where.is_relative_to(paths.home) else "file"
+            if isinstance(e, PermissionError):
+                return Problem(key, f"{where}: permission denied for {user}: give {user} access to it (chown/chmod)")
+            if isinstance(e, NotADirectoryError | FileExistsError | IsADirectoryError):
+                return Problem(key, f"{where}: {e.strerror}: something of the wrong kind is in the way; move it "
+                                    "away")
+            return Problem(key, f"{where}: {e.strerror or e}", runtime=True)
     return None
 
 

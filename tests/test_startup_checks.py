@@ -201,3 +201,40 @@ def test_other_subcommands_name_the_database_too(tmp_path: Path) -> None:
         (line,) = result.stderr.strip().splitlines()
         assert line.startswith("herald: database.url: database postgresql+asyncpg://herald:***@127.0.0.1:1/herald")
         assert "hunter2" not in line
+
+
+def test_a_taken_port_is_one_line_naming_http_port_and_the_address(tmp_path: Path) -> None:
+    import json
+    import socket
+
+    home = tmp_path / "home"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        write_config(home, {"http": {"port": port}, "tools": {"terminal": {"enabled": False}}})
+        result = herald("run", home=home)
+    assert result.returncode == 1, result.stderr  # the world (another program), not the configuration
+    # Nothing but the one line: start-up's log lines are in the log file, not in front of it.
+    assert result.stderr.strip().splitlines() == [
+        f"herald: cannot start: http.port: 127.0.0.1:{port} is already in use (another Herald, or another "
+        f"program, listens there): stop that one, or set http.port in {home / 'config.yaml'} to a free port"]
+    events = [json.loads(line) for line in (home / "logs" / "herald.log").read_text().splitlines()]
+    (failed,) = [e for e in events if e["event"] == "startup_failed"]
+    assert failed["exception"][0]["exc_type"] == "OSError"  # the traceback, in the file only
+    assert any(e["event"] == "gateway_stopped" for e in events)
+
+
+def test_a_log_folder_that_is_a_file(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    (home / "logs").write_text("not a folder")
+    expected = (f"herald: config error: HERALD_HOME: {home / 'logs'} is a file, not a folder: Herald writes its "
+                "log files there; move that file away, or set logging.file: false to log to stderr only")
+    for command in ("check-config", "run"):
+        result = herald(command, home=home)
+        assert result.returncode == 2, (command, result.stderr)
+        assert result.stderr.strip().splitlines() == [expected], command
+    assert (home / "logs").read_text() == "not a folder"  # left as it was
+    write_config(home, {"logging": {"file": False}})  # no log file wanted: nothing to complain about
+    assert herald("check-config", home=home).returncode == 0

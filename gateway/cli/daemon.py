@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from gateway.cli.common import EXIT_FAILED, EXIT_USAGE, load
+from gateway.cli.common import EXIT_FAILED, EXIT_USAGE, fail, load
 from gateway.config import Config, ConfigError, Paths, configured_secrets
 
 app = typer.Typer()
@@ -47,13 +47,21 @@ def run(config: Annotated[str | None, typer.Option("--config", "-c", help="path 
     cfg, paths = load(config)
     preflight(cfg, paths, create_home=True)
     from gateway.filemodes import secure_home
-    from gateway.logs import configure_logging, get_logger
+    from gateway.logs import configure_logging, get_logger, hold_stderr
 
     # First, before anything is created: umask 077, the home 0700, looser files left from before tightened.
     tightened = secure_home(paths, cfg.database.url)
-    configure_logging(paths.logs_dir, cfg.logging.level, secrets=configured_secrets(cfg),
-                      console=cfg.logging.format == "console", file=cfg.logging.file,
-                      max_bytes=cfg.logging.max_bytes, backups=cfg.logging.backups)
+    try:
+        configure_logging(paths.logs_dir, cfg.logging.level, secrets=configured_secrets(cfg),
+                          console=cfg.logging.format == "console", file=cfg.logging.file,
+                          max_bytes=cfg.logging.max_bytes, backups=cfg.logging.backups)
+    except OSError as exc:  # the log folder changed since the checks above
+        from gateway import preflight as checks
+
+        problem = checks.file_problem(paths, exc) or checks.Problem("logging", str(exc))
+        fail(f"config error: {problem}", EXIT_USAGE)
+    # Start-up's log lines wait: a start that fails ends in one line of its own (the rest is in the log file).
+    hold_stderr()
     if tightened:
         get_logger("herald").info("file_modes_tightened", paths=tightened)
     # The loop gives up the GIL at every socket call and must win it back from busy turn threads; at the
@@ -69,37 +77,31 @@ def run(config: Annotated[str | None, typer.Option("--config", "-c", help="path 
 
 
 async def _serve(cfg: Config, paths: Paths) -> int:
-    from gateway.logs import add_secret, get_logger
+    from gateway.logs import add_secret, get_logger, release_stderr
     from gateway.runner import GatewayRunner
 
     log = get_logger("herald")
-    runner = GatewayRunner(cfg, paths)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, runner.stop_event.set)
+    runner: GatewayRunner | None = None
     try:
+        runner = GatewayRunner(cfg, paths)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, runner.stop_event.set)
         await runner.start()
     except Exception as exc:
-        # One line naming what failed and what to check; the traceback goes to the log file only.
-        from gateway import preflight as checks
-
-        problem = checks.describe_failure(cfg, paths, exc)
-        if problem is not None:
-            line, code = f"{'cannot start' if problem.runtime else 'config error'}: {problem}", (
-                EXIT_FAILED if problem.runtime else EXIT_USAGE)
-        elif isinstance(exc, OSError):
-            line, code = f"could not start: {exc}", EXIT_FAILED
-        else:
-            where = paths.logs_dir / "herald.log" if cfg.logging.file else "the log on stderr"
-            line, code = (f"could not start: {type(exc).__name__}: {exc} (the traceback is in "
-                          f"{where})"), EXIT_FAILED
-        log.error("startup_failed", error=line, exc_info=problem is None and not isinstance(exc, OSError))
+        line, code = _failure_line(cfg, paths, exc)
+        # The traceback goes to the log file only; stderr gets the one line below.
+        log.error("startup_failed", error=line, exc_info=True)
+        if runner is not None:
+            try:
+                await runner.shutdown()
+            except Exception as stop_exc:
+                log.warning("shutdown_after_failed_start", error=str(stop_exc))
+        # Without a log file stderr is the only record (journald keeps it): its lines come first.
+        release_stderr(write=not cfg.logging.file)
         typer.echo(f"herald: {line}", err=True)
-        try:
-            await runner.shutdown()
-        except Exception as stop_exc:
-            log.warning("shutdown_after_failed_start", error=str(stop_exc))
         return code
+    release_stderr()
     web = runner.adapters.get("web")
     from gateway.cli.web import chat_url
 
@@ -124,6 +126,20 @@ async def _serve(cfg: Config, paths: Paths) -> int:
     log.info("signal_received")
     await runner.shutdown()
     return 0
+
+
+def _failure_line(cfg: Config, paths: Paths, exc: BaseException) -> tuple[str, int]:
+    """A failed start as one line naming what failed and what to do, and its exit status (module doc of
+    gateway/cli/common.py: 1 the world, 2 the configuration)."""
+    from gateway import preflight as checks
+
+    problem = checks.describe_failure(cfg, paths, exc)
+    if problem is not None:
+        kind = "cannot start" if problem.runtime else "config error"
+        return f"{kind}: {problem}", EXIT_FAILED if problem.runtime else EXIT_USAGE
+    where = paths.logs_dir / "herald.log" if cfg.logging.file else "the log lines above"
+    return (f"could not start: {type(exc).__name__}: {exc}: the traceback is in {where}; herald doctor checks "
+            "the whole installation"), EXIT_FAILED
 
 
 @app.command("check-config")

@@ -128,7 +128,7 @@ class Herald:
                 proc.kill()
                 proc.wait()
                 raise AssertionError(f"herald did not become ready in {START_TIMEOUT}s:\n{self.stderr()[-3000:]}")
-            if "could not start" not in self.stderr():
+            if "is already in use" not in self.stderr():  # the port was taken meanwhile: another try
                 raise AssertionError(f"herald exited with {proc.returncode} at start:\n{self.stderr()[-3000:]}")
         raise AssertionError("herald could not bind a free port after 3 attempts")
 

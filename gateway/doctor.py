@@ -53,6 +53,10 @@ class Doctor:
     cfg: Config
     paths: Paths
     timeout: float = 10.0
+    # The config's validation problems, and the sections that have them (replaced by their defaults, so the
+    # checks that read them are left out): gateway/preflight.py's salvage.
+    schema: list[str] = field(default_factory=list)
+    skip: frozenset[str] = frozenset()
     # (what answered, its Date header as epoch seconds, our clock when it answered): the clock check's witnesses
     dates: list[tuple[str, float, float]] = field(default_factory=list)
 
@@ -73,19 +77,23 @@ class Doctor:
     def config(self) -> list[Check]:
         from gateway import sandboxing
 
-        problems = preflight.config_problems(self.cfg, self.paths)
-        out = [Check(p.key, "fail", p.message) for p in problems]
-        try:
-            sandboxing.workspace(self.cfg, self.paths)
-        except ConfigError as exc:
-            out.append(Check("tools.terminal.cwd", "fail", str(exc).removeprefix("tools.terminal.cwd: ")))
+        out = [Check("config", "fail", line, "fix it; the checks of that section run once it validates")
+               for line in self.schema]
+        out += [Check(p.key, "fail", p.message) for p in preflight.config_problems(self.cfg, self.paths)]
+        if "tools" not in self.skip:
+            try:
+                sandboxing.workspace(self.cfg, self.paths)
+            except ConfigError as exc:
+                out.append(Check("tools.terminal.cwd", "fail", str(exc).removeprefix("tools.terminal.cwd: ")))
         if not out:
             where = self.paths.config_file if self.paths.config_file.exists() else "embedded defaults"
             out.append(Check("config", "ok", f"{where}"))
         return out
 
     def home(self) -> list[Check]:
-        problems = preflight.home_problems(self.paths, create=False) or preflight.logs_problems(self.cfg, self.paths)
+        problems = preflight.home_problems(self.paths, create=False)
+        if not problems and "logging" not in self.skip:
+            problems = preflight.logs_problems(self.cfg, self.paths)
         if problems:
             return [Check(p.key, "fail", p.message) for p in problems]
         return [self._permissions(), self._disk()]
@@ -124,6 +132,8 @@ class Doctor:
         return Check("disk", "ok", free)
 
     async def database(self) -> list[Check]:
+        if "database" in self.skip:
+            return []
         problems = await preflight.database_problems(self.cfg, self.paths)
         if problems:
             return [Check(p.key, "fail", p.message) for p in problems]
@@ -147,6 +157,8 @@ class Doctor:
 
     async def model(self) -> list[Check]:
         m = self.cfg.model
+        if "model" in self.skip:
+            return []
         if not m.configured:
             return [Check("model", "fail", "no model configured: the chat can only say how to configure one",
                           f"set model.base_url, model.name and model.api_key_env in {self.paths.config_file}")]
@@ -284,6 +296,8 @@ class Doctor:
         from tools.sandbox import resolve_mode, run_sandboxed, startup_problem
 
         terminal = self.cfg.tools.terminal
+        if "tools" in self.skip:
+            return []
         if not terminal.enabled:
             return [Check("sandbox", "ok", "the terminal tool is off (tools.terminal.enabled): nothing to run")]
         mode, problem = await asyncio.to_thread(resolve_mode, terminal.sandbox, terminal.network)

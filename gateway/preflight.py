@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gateway.config import Config, Paths
-from gateway.configbase import secret
+from gateway.configbase import ENV_FILE, missing_env, secret
 
 
 @dataclass(frozen=True)
@@ -37,8 +37,44 @@ class Problem:
 # ---- the config alone ------------------------------------------------------------------------------
 
 
+def salvage(paths: Paths) -> tuple[Config, frozenset[str]] | None:
+    """After the config failed to validate: the same config with each section that has a problem (``gateway``,
+    ``platforms.telegram``, ...) replaced by its defaults, and the names of those sections, so the checks that
+    do not read them can still run and every problem is reported at once. None when the file is not a mapping
+    of keys (nothing to salvage)."""
+    import yaml
+    from pydantic import ValidationError
+
+    try:
+        data = yaml.safe_load(paths.config_file.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    dropped: set[str] = set()
+    for _ in range(8):  # each round drops at least one section; a few rounds at most
+        try:
+            return Config.model_validate(data), frozenset(dropped)
+        except ValidationError as exc:
+            before = len(dropped)
+            for err in exc.errors():
+                loc = [str(part) for part in err["loc"]]
+                section = loc[:2] if loc[:1] == ["platforms"] and len(loc) > 1 else loc[:1]
+                if not section:
+                    return None
+                parent = data
+                for part in section[:-1]:
+                    parent = parent.get(part) if isinstance(parent, dict) else None
+                if isinstance(parent, dict):
+                    parent.pop(section[-1], None)
+                dropped.add(".".join(section))
+            if len(dropped) == before:
+                return None
+    return None
+
+
 def config_problems(cfg: Config, paths: Paths) -> list[Problem]:
-    return [*model_problems(cfg, paths), *platform_problems(cfg)]
+    return [*model_problems(cfg, paths), *platform_problems(cfg, paths.env_file)]
 
 
 def _is_local(base_url: str) -> bool:
@@ -63,8 +99,7 @@ def _endpoint_problems(prefix: str, base_url: str | None, api_key_env: str | Non
         out.append(Problem(f"{prefix}.base_url", f"not set, but {prefix}.api_key_env is: give the endpoint's "
                                                  "address too, e.g. https://api.openai.com/v1"))
     if api_key_env and not secret(api_key_env):
-        out.append(Problem(f"{prefix}.api_key_env", f"the environment variable {api_key_env} is not set: export "
-                                                    f"it, or put {api_key_env}=... in {env_file}"))
+        out.append(Problem(f"{prefix}.api_key_env", missing_env(api_key_env, str(env_file))))
     if base_url and not api_key_env and not _is_local(base_url):
         out.append(Problem(f"{prefix}.api_key_env", f"not set, but {base_url} is not a local server and will "
                                                     "want a key: name the environment variable that holds it "
@@ -91,14 +126,17 @@ def model_problems(cfg: Config, paths: Paths) -> list[Problem]:
     return out
 
 
-def platform_problems(cfg: Config) -> list[Problem]:
+def platform_problems(cfg: Config, env_file: Path | None = None) -> list[Problem]:
+    """Each enabled platform's own problems (its section's ``problems()``), with this profile's .env path in
+    the advice for a secret that is not set."""
     from gateway.platforms import PLATFORMS
 
     out = []
     for name in PLATFORMS:
         section = getattr(cfg.platforms, name, None)
         if section is not None and section.enabled:
-            out += [Problem(f"platforms.{name}.{key}", message) for key, message in section.problems()]
+            out += [Problem(f"platforms.{name}.{key}", message.replace(ENV_FILE, str(env_file)) if env_file
+                            else message) for key, message in section.problems()]
     return out
 
 

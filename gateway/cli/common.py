@@ -91,3 +91,19 @@ def load(config_override: str | None = None) -> tuple[Config, Paths]:
         return load_config(paths), paths
     except ConfigError as exc:
         fail_config(exc)
+
+
+def load_checked(config: str | None) -> tuple[Config, Paths, list[str], frozenset[str]]:
+    """This profile's config for start-up's checks. A config that does not validate does not hide the other
+    problems: its schema problems are returned, and the sections that have them are replaced by their
+    defaults (their names in the last item) so the checks that do not read them still run."""
+    from gateway import preflight as checks
+
+    paths = paths_for(config)
+    try:
+        return load_config(paths), paths, [], frozenset()
+    except ConfigError as exc:
+        salvaged = checks.salvage(paths)
+        if salvaged is None:  # not even a mapping of keys: nothing else can be checked
+            fail_config(exc)
+        return salvaged[0], paths, exc.problems, salvaged[1]

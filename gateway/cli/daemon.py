@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from gateway.cli.common import EXIT_FAILED, EXIT_USAGE, fail, load
+from gateway.cli.common import EXIT_FAILED, EXIT_USAGE, fail, load, load_checked
 from gateway.config import Config, ConfigError, Paths, configured_secrets
 
 app = typer.Typer()
@@ -24,28 +24,35 @@ def workspace_problem(cfg: Config, paths: Paths) -> None:
     sandboxing.workspace(cfg, paths)
 
 
-def preflight(cfg: Config, paths: Paths, create_home: bool) -> None:
-    """Every problem that stops a start, each one line; exits (2, or 1 if only the world failed) when there
-    are any, after printing them all."""
+def preflight(cfg: Config, paths: Paths, create_home: bool, schema: list[str] | None = None,
+              skip: frozenset[str] = frozenset()) -> None:
+    """Every problem that stops a start, each one line (``schema``: the config's validation problems, first);
+    exits (2, or 1 if only the world failed) when there are any, after printing them all."""
     from gateway import preflight as checks
 
-    problems = asyncio.run(checks.check(cfg, paths, create_home=create_home))
-    try:
-        workspace_problem(cfg, paths)
-    except ConfigError as exc:
-        problems.append(checks.Problem("tools.terminal.cwd", str(exc).removeprefix("tools.terminal.cwd: ")))
+    problems = asyncio.run(checks.check(cfg, paths, create_home=create_home and not schema, skip=skip))
+    if "tools" not in skip:
+        try:
+            workspace_problem(cfg, paths)
+        except ConfigError as exc:
+            problems.append(checks.Problem("tools.terminal.cwd", str(exc).removeprefix("tools.terminal.cwd: ")))
+    for line in schema or []:
+        typer.echo(f"herald: config error: {line}", err=True)
     for problem in problems:
         kind = "cannot start" if problem.runtime else "config error"
         typer.echo(f"herald: {kind}: {problem}", err=True)
-    if problems:
-        raise typer.Exit(EXIT_USAGE if any(not p.runtime for p in problems) else EXIT_FAILED)
+    if skip:
+        typer.echo(f"herald: checked without {', '.join(sorted(skip))} (their problems are above): fix them and "
+                   "run again", err=True)
+    if schema or problems:
+        raise typer.Exit(EXIT_USAGE if schema or any(not p.runtime for p in problems) else EXIT_FAILED)
 
 
 @app.command()
 def run(config: Annotated[str | None, typer.Option("--config", "-c", help="path to config.yaml")] = None) -> None:
     """Run the gateway daemon in the foreground."""
-    cfg, paths = load(config)
-    preflight(cfg, paths, create_home=True)
+    cfg, paths, schema, skip = load_checked(config)
+    preflight(cfg, paths, create_home=True, schema=schema, skip=skip)
     from gateway.filemodes import secure_home
     from gateway.logs import configure_logging, get_logger, hold_stderr
 
@@ -146,10 +153,10 @@ def _failure_line(cfg: Config, paths: Paths, exc: BaseException) -> tuple[str, i
 def check_config(config: Annotated[str | None, typer.Option("--config", "-c")] = None) -> None:
     """Run start-up's checks without starting (config, home, database, platform secrets, model): every
     problem with its key path; exit 2 (1 if only the database did not answer)."""
-    cfg, paths = load(config)
+    cfg, paths, schema, skip = load_checked(config)
     from gateway import sandboxing
 
-    preflight(cfg, paths, create_home=False)
+    preflight(cfg, paths, create_home=False, schema=schema, skip=skip)
     where = paths.config_file if paths.config_file.exists() else "embedded defaults"
     typer.echo(f"config ok ({where}); home {paths.home}; model {cfg.model.name or 'not configured'}")
     for line in sandboxing.warnings(cfg):

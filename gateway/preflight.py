@@ -178,6 +178,9 @@ def home_problems(paths: Paths, create: bool) -> list[Problem]:
         with tempfile.TemporaryFile(dir=home):
             pass
     except OSError as exc:
+        if exc.errno == errno.EROFS:
+            return [Problem(key, f"{home} is on a read-only file system: point HERALD_HOME at a writable folder "
+                                 "(under systemd's ProtectSystem=strict, one in StateDirectory= or ReadWritePaths=)")]
         return [Problem(key, f"{home} is not writable by {user} ({exc.strerror or exc}): give {user} write "
                              "access to it (chown/chmod), or point HERALD_HOME elsewhere")]
     return []

@@ -4,7 +4,9 @@ world failing (a database that does not answer), never a traceback."""
 
 from __future__ import annotations
 
+import getpass
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -16,8 +18,9 @@ from typer.testing import CliRunner
 
 from gateway import preflight
 from gateway.cli import app, state
-from gateway.config import parse_config, resolve_paths
+from gateway.config import Paths, parse_config, resolve_paths
 from tests.conftest import PG_URL
+from tests.fakes.postgres import FakePostgresRefusingPasswords
 
 HERALD = Path(sys.executable).with_name("herald")
 DOWN = "postgresql+asyncpg://herald:hunter2-secret@127.0.0.1:1/herald"  # nothing listens on port 1
@@ -271,3 +274,71 @@ def test_a_log_folder_that_is_a_file(tmp_path: Path) -> None:
     assert (home / "logs").read_text() == "not a folder"  # left as it was
     write_config(home, {"logging": {"file": False}})  # no log file wanted: nothing to complain about
     assert herald("check-config", home=home).returncode == 0
+
+
+# ---- a home that exists but cannot be written, a wrong PostgreSQL password -------------------------------------
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a 0500 folder anyway: the read-only bind and "
+                                              "the /sys tests below cover an unwritable home under root")
+def test_an_existing_home_without_write_permission(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o500)
+    try:
+        result = herald("check-config", home=home)
+    finally:
+        home.chmod(0o700)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"herald: config error: HERALD_HOME: {home} is not writable by {getpass.getuser()} (Permission denied): "
+        f"give {getpass.getuser()} write access to it (chown/chmod), or point HERALD_HOME elsewhere"]
+
+
+def test_an_existing_home_that_refuses_writes_even_to_root() -> None:
+    # sysfs refuses new files whoever asks: a folder that exists and cannot be written, also under root.
+    home = Path("/sys/kernel")
+    if not home.is_dir():
+        pytest.skip("/sys/kernel is not mounted here")
+    user = getpass.getuser()
+    (problem,) = preflight.home_problems(Paths(home=home, config_file=home / "config.yaml"), create=True)
+    assert problem == preflight.Problem(
+        "HERALD_HOME", f"{home} is not writable by {user} (Permission denied): give {user} write access to it "
+                       "(chown/chmod), or point HERALD_HOME elsewhere")
+    assert not problem.runtime  # the environment it names is wrong: exit 2
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_a_home_on_a_read_only_mount(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    write_config(home, {"tools": {"terminal": {"enabled": False}}})
+    # The home bound read-only over itself, as systemd's ProtectSystem=strict does to paths it does not list.
+    wrap = ["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(home), str(home)]
+    probe = subprocess.run([*wrap, "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"bubblewrap cannot make a mount namespace here: {probe.stderr.strip()}")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("HERALD_")}
+    for command in ("check-config", "run"):
+        result = subprocess.run([*wrap, str(HERALD), command], env={**environ, "HERALD_HOME": str(home)},
+                                capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert result.returncode == 2, (command, result.stderr)
+        assert result.stderr.strip().splitlines() == [
+            f"herald: config error: HERALD_HOME: {home} is on a read-only file system: point HERALD_HOME at a "
+            "writable folder (under systemd's ProtectSystem=strict, one in StateDirectory= or ReadWritePaths=)"]
+    assert sorted(p.name for p in home.iterdir()) == ["config.yaml"]
+
+
+def test_a_wrong_postgresql_password_is_one_line_with_the_password_masked(home: Path) -> None:
+    with FakePostgresRefusingPasswords() as pg:
+        url = f"postgresql+asyncpg://herald:Wr0ng-pass%40word@127.0.0.1:{pg.port}/herald"
+        write_config(home, {"database": {"url": url}})
+        expected = (f"database.url: database postgresql+asyncpg://herald:***@127.0.0.1:{pg.port}/herald: password "
+                    "authentication failed for user 'herald': check the user and password in database.url")
+        code, out = invoke("check-config")
+        assert code == 2, out  # the configuration is wrong (exit 2), not the world (exit 1)
+        assert out.strip().splitlines() == [f"herald: config error: {expected}"]
+        # Any other subcommand that opens the database: the same line, the same status.
+        result = herald("cron", "list", home=home)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.strip().splitlines() == [f"herald: {expected}"]
+        assert pg.attempts and all(attempt == ("herald", "Wr0ng-pass@word") for attempt in pg.attempts)
+    assert "Wr0ng" not in out + result.stderr + result.stdout and "pass%40word" not in out + result.stderr

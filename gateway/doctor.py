@@ -176,16 +176,24 @@ class Doctor:
         started = time.monotonic()
         try:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout)) as http:
-                async with http.get(f"{base}/models", headers=headers) as resp:
-                    self._date(base, resp.headers)
-                    status, body = resp.status, await _json(resp)
+                status, body = await self._models(http, base, headers)
                 if status in (404, 405):  # no model list here: one token of the model itself
-                    payload = {"model": name, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
-                    async with http.post(f"{base}/chat/completions", json=payload, headers=headers) as resp:
-                        status, body = resp.status, await _json(resp)
+                    status, body = await _one_token(http, base, name, headers)
+                    if status == 200:
+                        return Check(key, "ok", f"{base} answers a one-token request of {name}"
+                                                f"{', key accepted' if api_key else ''} ({_took(started)})")
+                elif status == 200 and api_key:
+                    # Some providers' model lists are public (OpenRouter): the list answering proves the key
+                    # only when a request without it is refused. Otherwise one token of the model proves it.
+                    public, _ = await self._models(http, base, {})
+                    if public == 200:
+                        missing = _not_offered(key, base, name, body)
+                        if missing is not None:
+                            return missing
+                        status, body = await _one_token(http, base, name, headers)
                         if status == 200:
-                            return Check(key, "ok", f"{base} answers a one-token request of {name} "
-                                                    f"({time.monotonic() - started:.2f} s)")
+                            return Check(key, "ok", f"{base} answers, key accepted by a one-token request of {name} "
+                                                    f"(its model list is public) ({_took(started)})")
         except TimeoutError:
             return Check(key, "fail", f"no answer from {base} within {self.timeout:g} s",
                          "is the server up and reachable from here? (--timeout raises the limit)")
@@ -199,14 +207,16 @@ class Doctor:
         if status != 200:
             return Check(key, "fail", f"{base} answered HTTP {status}{f': {said}' if said else ''}",
                          "check model.base_url and model.name")
-        offered = [str(m.get("id")) for m in (body.get("data") or []) if isinstance(m, dict)] \
-            if isinstance(body, dict) else []
-        took = f"{time.monotonic() - started:.2f} s"
-        if offered and name not in offered and f"{name}:latest" not in offered:
-            shown = ", ".join(offered[:8]) + (" …" if len(offered) > 8 else "")
-            return Check(key, "fail", f"{base} answers and accepts the key, but does not offer {name} "
-                                      f"(it offers: {shown})", f"check {key}.name")
-        return Check(key, "ok", f"{base} answers, key accepted, {name} offered ({took})")
+        missing = _not_offered(key, base, name, body)
+        if missing is not None:
+            return missing
+        accepted = "key accepted" if api_key else "no key needed"
+        return Check(key, "ok", f"{base} answers, {accepted}, {name} offered ({_took(started)})")
+
+    async def _models(self, http: Any, base: str, headers: dict[str, str]) -> tuple[int, Any]:
+        async with http.get(f"{base}/models", headers=headers) as resp:
+            self._date(base, resp.headers)
+            return resp.status, await _json(resp)
 
     def _date(self, who: str, headers: Any) -> None:
         with contextlib.suppress(TypeError, ValueError, IndexError):
@@ -349,6 +359,27 @@ class Doctor:
         if ntp is False:
             return Check("clock", "warn", "not NTP-synchronised (timedatectl)", "timedatectl set-ntp true")
         return Check("clock", "warn", "nothing to compare the clock with (no answer carried a Date header)")
+
+
+async def _one_token(http: Any, base: str, name: str, headers: dict[str, str]) -> tuple[int, Any]:
+    payload = {"model": name, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
+    async with http.post(f"{base}/chat/completions", json=payload, headers=headers) as resp:
+        return resp.status, await _json(resp)
+
+
+def _not_offered(key: str, base: str, name: str, body: Any) -> Check | None:
+    """A model list that does not name the configured model (an empty or odd list says nothing)."""
+    offered = [str(m.get("id")) for m in (body.get("data") or []) if isinstance(m, dict)] \
+        if isinstance(body, dict) else []
+    if offered and name not in offered and f"{name}:latest" not in offered:
+        shown = ", ".join(offered[:8]) + (" …" if len(offered) > 8 else "")
+        return Check(key, "fail", f"{base} answers, but does not offer {name} (it offers: {shown})",
+                     f"check {key}.name")
+    return None
+
+
+def _took(started: float) -> str:
+    return f"{time.monotonic() - started:.2f} s"
 
 
 async def _schema_gaps(url: str) -> list[str]:

@@ -4,6 +4,7 @@ unknown profiles, `herald web-url`, `herald cron add` refusing targets that neve
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -171,7 +172,50 @@ def test_web_url_prints_the_address_with_the_daemons_token(home: Path, monkeypat
     assert out.strip() == f"http://127.0.0.1:8650/#token={token}"
     assert oct((home / "web_token").stat().st_mode & 0o777) == "0o600"
     code, out = invoke("web-url", "--host", "herald.example.org")
-    assert out.strip() == f"http://herald.example.org:8650/#token={token}"
+    assert out.splitlines()[0] == f"http://herald.example.org:8650/#token={token}"
+
+
+def test_web_url_with_a_host_name_for_a_daemon_on_loopback_says_how_to_reach_it(home: Path) -> None:
+    import subprocess
+    import sys
+
+    def web_url(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("SSH_CONNECTION", "HERALD_PROFILE")}
+        return subprocess.run([str(Path(sys.executable).with_name("herald")), "web-url", *args],
+                              env={**env, "HERALD_HOME": str(home)}, capture_output=True, text=True, timeout=60)
+
+    out = web_url("--host", "herald.example.org")
+    assert out.returncode == 0
+    token = (home / "web_token").read_text().strip()
+    assert out.stdout == f"http://herald.example.org:8650/#token={token}\n"  # stdout: the address only
+    assert out.stderr == (
+        "note: Herald listens on 127.0.0.1 only, so herald.example.org:8650 cannot be reached from other machines. "
+        "Forward the port from your computer (ssh -L 8650:127.0.0.1:8650 herald.example.org) and open "
+        "http://127.0.0.1:8650/#token=… there, or set http.host (0.0.0.0: every interface) and restart Herald.\n")
+    assert web_url("--host", "localhost").stderr == ""  # a loopback name is reachable as it is
+    write_config(home, {"http": {"host": "0.0.0.0"}})
+    out = web_url("--host", "herald.example.org")
+    assert out.stdout == f"http://herald.example.org:8650/#token={token}\n" and out.stderr == ""
+
+
+def test_commands_that_write_in_the_home_keep_it_private(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    herald = str(Path(sys.executable).with_name("herald"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERALD_")}
+    # Before the first `herald run`: the home does not exist yet, whatever the caller's umask.
+    for command, home in ((["web-url"], tmp_path / "a" / "home"),
+                          (["cron", "add", "--schedule", "1h", "--prompt", "x"], tmp_path / "b" / "home")):
+        out = subprocess.run([herald, *command], env={**env, "HERALD_HOME": str(home)}, capture_output=True,
+                             text=True, timeout=60, preexec_fn=lambda: os.umask(0o022))
+        assert out.returncode == 0, out.stderr
+        modes = {p.relative_to(home.parent).as_posix(): oct(p.stat().st_mode & 0o777)
+                 for p in [home, *home.rglob("*")]}
+        assert modes["home"] == "0o700", modes
+        assert all(mode == ("0o700" if (home.parent / name).is_dir() else "0o600") for name, mode in modes.items()), \
+            modes
+    assert (tmp_path / "a" / "home" / "web_token").exists() and (tmp_path / "b" / "home" / "state.db").exists()
 
 
 def test_web_url_over_ssh(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:

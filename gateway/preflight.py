@@ -26,12 +26,12 @@ from gateway.configbase import ENV_FILE, missing_env, secret
 
 @dataclass(frozen=True)
 class Problem:
-    key: str  # a config key path, or HERALD_HOME
+    key: str  # a config key path, or HERALD_HOME; "" when no key names it (the message names the file)
     message: str
     runtime: bool = False
 
     def __str__(self) -> str:
-        return f"{self.key}: {self.message}"
+        return f"{self.key}: {self.message}" if self.key else self.message
 
 
 # ---- the config alone ------------------------------------------------------------------------------
@@ -396,7 +396,7 @@ def file_problem(paths: Paths, exc: BaseException) -> Problem | None:
     for e in _chain(exc):
         if isinstance(e, OSError) and e.filename:
             where = Path(str(e.filename))
-            key = _home_key(paths) if where.is_relative_to(paths.home) else "file"
+            key = _home_key(paths) if where.is_relative_to(paths.home) else ""
             if isinstance(e, PermissionError):
                 return Problem(key, f"{where}: permission denied for {user}: give {user} access to it (chown/chmod)")
             if isinstance(e, NotADirectoryError | FileExistsError | IsADirectoryError):

@@ -342,3 +342,29 @@ def test_a_wrong_postgresql_password_is_one_line_with_the_password_masked(home: 
         assert result.stderr.strip().splitlines() == [f"herald: {expected}"]
         assert pg.attempts and all(attempt == ("herald", "Wr0ng-pass@word") for attempt in pg.attempts)
     assert "Wr0ng" not in out + result.stderr + result.stdout and "pass%40word" not in out + result.stderr
+
+
+def test_other_start_failures_name_the_key_or_the_file(tmp_path: Path) -> None:
+    import errno
+
+    cfg = parse_config({"http": {"host": "192.0.2.7", "port": 80}})
+    paths = Paths(home=tmp_path / "home", config_file=tmp_path / "home" / "config.yaml")
+    # What asyncio's create_server raises (aiohttp passes it on), wrapped as the runner sees it.
+    for code, key, says in ((errno.EADDRNOTAVAIL, "http.host", "192.0.2.7 is not an address of this machine"),
+                            (errno.EACCES, "http.port", "ports below 1024 need privileges")):
+        try:
+            try:
+                raise OSError(code, f"error while attempting to bind on address ('192.0.2.7', 80): {os.strerror(code)}")
+            except OSError as inner:
+                raise RuntimeError("http server failed") from inner
+        except RuntimeError as exc:
+            problem = preflight.describe_failure(cfg, paths, exc)
+        assert problem is not None and problem.key == key and says in problem.message and not problem.runtime
+    user = getpass.getuser()
+    problem = preflight.describe_failure(cfg, paths, PermissionError(errno.EACCES, "Permission denied",
+                                                                     str(paths.home / "media")))
+    assert str(problem) == (f"HERALD_HOME: {paths.home / 'media'}: permission denied for {user}: give {user} access "
+                            "to it (chown/chmod)")
+    problem = preflight.describe_failure(cfg, paths, PermissionError(errno.EACCES, "Permission denied", "/srv/x"))
+    assert str(problem) == f"/srv/x: permission denied for {user}: give {user} access to it (chown/chmod)"
+    assert preflight.describe_failure(cfg, paths, ValueError("a bug")) is None  # the generic line, with the log

@@ -37,6 +37,12 @@ class Problem:
 # ---- the config alone ------------------------------------------------------------------------------
 
 
+def gated(skip: frozenset[str]) -> set[str]:
+    """Of the sections salvage() replaced, those some start-up check reads (the model, a platform's secrets, the
+    database, the log folder, the workspace): what the schema problems kept from being checked."""
+    return {s for s in skip if s in ("model", "database", "logging", "tools") or s.startswith("platforms")}
+
+
 def salvage(paths: Paths) -> tuple[Config, frozenset[str]] | None:
     """After the config failed to validate: the same config with each section that has a problem (``gateway``,
     ``platforms.telegram``, ...) replaced by its defaults, and the names of those sections, so the checks that

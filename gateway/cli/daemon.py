@@ -68,7 +68,9 @@ def run(config: Annotated[str | None, typer.Option("--config", "-c", help="path 
         problem = checks.file_problem(paths, exc) or checks.Problem("logging", str(exc))
         fail(f"config error: {problem}", EXIT_USAGE)
     # Start-up's log lines wait: a start that fails ends in one line of its own (the rest is in the log file).
-    hold_stderr()
+    # Without a log file stderr is the only record (journald keeps it): nothing is held back then.
+    if cfg.logging.file:
+        hold_stderr()
     if tightened:
         get_logger("herald").info("file_modes_tightened", paths=tightened)
     # The loop gives up the GIL at every socket call and must win it back from busy turn threads; at the
@@ -104,8 +106,7 @@ async def _serve(cfg: Config, paths: Paths) -> int:
                 await runner.shutdown()
             except Exception as stop_exc:
                 log.warning("shutdown_after_failed_start", error=str(stop_exc))
-        # Without a log file stderr is the only record (journald keeps it): its lines come first.
-        release_stderr(write=not cfg.logging.file)
+        release_stderr(write=False)
         typer.echo(f"herald: {line}", err=True)
         return code
     release_stderr()

@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -29,12 +30,15 @@ class NotifySocket:
         self.sock.settimeout(0.05)
         self.messages: list[tuple[float, list[str]]] = []
 
-    def read(self, seconds: float) -> None:
+    def read(self, seconds: float, done: threading.Event | None = None) -> None:
+        """Collect messages for ``seconds``, or until ``done`` is set and nothing more is waiting."""
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             try:
                 data = self.sock.recv(4096)
             except TimeoutError:
+                if done is not None and done.is_set():
+                    return
                 continue
             self.messages.append((time.monotonic(), data.decode().split("\n")))
 

@@ -111,7 +111,8 @@ class LoggingConfig(_Model):
     format: Literal["console", "json"] = "console"
     # The JSON-lines file in $HERALD_HOME/logs: false = stderr only (journald and container runtimes keep it).
     file: bool = True
-    # Rotation of that file: a new one past this size, this many old ones kept (herald.log.1 ...).
+    # Rotation of that file: a new one past this size, this many old ones kept (herald.log.1 ...); with 0
+    # none is kept and the file starts over empty.
     max_bytes: int = Field(default=10 * 1024 * 1024, ge=64 * 1024)
     backups: int = Field(default=5, ge=0, le=1000)
 

@@ -3,7 +3,11 @@
 Every simple command anywhere in the tree is reported: in lists, pipelines, subshells, ``{ }`` groups,
 function bodies, ``if``/``for``/``while``/``case``, command and process substitutions and the bodies of
 unquoted here-documents. Each carries what feeds its standard input (a here-document, a here-string, a
-file, or the stage before it in a pipeline). A tree with ERROR or MISSING nodes is marked ``broken``.
+file, a duplicated descriptor, or the stage before it in a pipeline). A ``for``/``select`` loop shows as
+an assignment of each listed value to its variable, ahead of its body; ``[[ ... ]]`` as a command named
+``[[``. Function definitions are listed with their bodies, and a body that runs its own function in a
+pipeline or in the background (``:(){ :|:& };:``) is marked a fork bomb - decided on the tree, so the
+same text inside quotes is just text. A tree with ERROR or MISSING nodes is marked ``broken``.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from dataclasses import dataclass, field
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
-from tools.shell.words import Word, ansi_c, clean, descendants, expand_braces, word_of, words_of
+from tools.shell.words import Word, ansi_c, clean, descendants, expand_braces, stand_in, word_of, words_of
 
 __all__ = ["Command", "Feed", "Redirect", "Script", "Word", "ansi_c", "clean", "expand_braces", "parse"]
 
@@ -37,16 +41,17 @@ class Redirect:
     target: Word | None  # file (or fd number) for file redirects
     body: str | None = None  # here-document or here-string text
     body_static: bool = True  # False when expansions in the body are left unresolved
+    word: Word | None = None  # a here-string's word, for values the line fixes
 
 
 @dataclass
 class Feed:
     """What a command reads on standard input."""
 
-    kind: str  # "text" (here-doc/here-string), "file" (< FILE), "pipe" (the stage before)
+    kind: str  # "text" (here-doc/here-string), "file" (< FILE), "dup" (<&N), "pipe" (the stage before), "unknown"
     text: str | None = None
     static: bool = True
-    file: Word | None = None
+    file: Word | None = None  # the file, or for "dup" the descriptor number; for "text", a here-string's word
     stage: list[Command] | None = None  # the commands of the stage before, for "pipe"
 
 
@@ -61,8 +66,17 @@ class Command:
 
 
 @dataclass
+class Function:
+    name: str
+    body: str
+    bomb: bool  # runs itself in a pipeline or in the background
+
+
+@dataclass
 class Script:
     commands: list[Command] = field(default_factory=list)
+    functions: list[Function] = field(default_factory=list)
+    loops: bool = False  # a for/while/until loop: its commands may run in any order
     redirects: list[Redirect] = field(default_factory=list)  # on compound statements ({ } > f, done < f)
     broken: bool = False
     text: str = ""
@@ -72,6 +86,10 @@ class Script:
 # ------------------------------------------------------------------------------------------ the walk
 
 _REDIRECT_TYPES = ("file_redirect", "heredoc_redirect", "herestring_redirect")
+_STATEMENTS = ("subshell", "compound_statement", "if_statement", "while_statement", "for_statement",
+               "case_statement", "pipeline", "list")
+_ATOMS = ("word", "raw_string", "string", "concatenation", "ansi_c_string", "number", "simple_expansion",
+          "expansion", "command_substitution", "test_operator", "regex")
 
 
 class _Walker:
@@ -104,6 +122,14 @@ class _Walker:
         if t == "variable_assignment":
             # A bare assignment runs nothing itself, but rules look at some names (PAGER=..., alias tables).
             return self.assignment_only(node, feed)
+        if t in ("for_statement", "while_statement", "c_style_for_statement"):
+            self.script.loops = True
+        if t == "for_statement":
+            self.loop_binding(node)
+        elif t == "function_definition":
+            self.function(node)
+        elif t == "test_command":
+            return self.test_command(node, feed)
         own: list[Command] = []
         for c in node.children:
             own.extend(self.walk(c, feed))
@@ -135,7 +161,7 @@ class _Walker:
         if node.type == "herestring_redirect":
             content = [c for c in node.children if c.is_named]
             w = word_of(content[0], self.src) if content else Word("")
-            return Redirect("<<<", fd, None, w.text + "\n", not w.dynamic)
+            return Redirect("<<<", fd, None, w.text + "\n", not w.dynamic, word=w)
         dest = [c for c in node.children_by_field_name("destination")] or [
             c for c in node.children if c.is_named and c.type != "file_descriptor"]
         target = words_of(dest, self.src)
@@ -146,9 +172,11 @@ class _Walker:
             if r.fd not in (None, "0"):
                 continue
             if r.body is not None:
-                feed = Feed("text", r.body, r.body_static)
+                feed = Feed("text", r.body, r.body_static, file=r.word)
             elif r.op in ("<", "<>") and r.target is not None:
                 feed = Feed("file", file=r.target)
+            elif r.op == "<&" and r.target is not None:
+                feed = Feed("dup", file=r.target)
         return feed
 
     def _redirect_children(self, redirect_nodes: list[Node]) -> tuple[list[Redirect], list[Node]]:
@@ -213,8 +241,13 @@ class _Walker:
                 redirect_nodes.append(c)
             elif c.type == "command_name":
                 word_nodes.extend(c.children)
-            elif c.type != "comment":
+            elif c.type in _STATEMENTS:  # ``coproc NAME ( ... )`` reads as a command holding a subshell
+                self.walk(c, feed)
+            elif c.type not in ("comment", "ERROR"):
                 word_nodes.append(c)
+            else:
+                for sub in descendants(c, ("command_substitution", "process_substitution")):
+                    self.walk(sub, None)
         redirects, trailing = self._redirect_children(redirect_nodes)
         feed = self.feed_from(redirects, feed)
         if extra:
@@ -245,6 +278,43 @@ class _Walker:
             self.walk(sub, None)
         return [cmd]
 
+    def loop_binding(self, node: Node) -> None:
+        var = node.child_by_field_name("variable")
+        if var is None:
+            return
+        values = node.children_by_field_name("value")
+        name = self.text(var)
+        words = words_of(values, self.src) if values else [word_of_source("$@")]
+        self.script.commands.append(Command([], [(name, w) for w in words], [], None, node))
+
+    def function(self, node: Node) -> None:
+        name_node = node.child_by_field_name("name")
+        body = node.child_by_field_name("body")
+        if name_node is None or body is None:
+            return
+        name = self.text(name_node)
+        bomb = False
+        for cmd in descendants(body, ("command",)):
+            head = cmd.child_by_field_name("name")
+            if head is None or self.text(head) != name:
+                continue
+            up: Node | None = cmd
+            while up is not None and up != body:
+                nxt = up.next_sibling
+                if up.type == "pipeline" or (nxt is not None and nxt.type == "&"):
+                    bomb = True
+                up = up.parent
+        self.script.functions.append(Function(name, self.text(body), bomb))
+
+    def test_command(self, node: Node, feed: Feed | None) -> list[Command]:
+        atoms = sorted(descendants(node, _ATOMS), key=lambda n: n.start_byte)
+        words = [Word("[["), *(w for a in atoms for w in words_of([a], self.src))]
+        cmd = Command(words, [], [], feed, node)
+        self.script.commands.append(cmd)
+        for sub in descendants(node, ("command_substitution", "process_substitution")):
+            self.walk(sub, None)
+        return [cmd]
+
     def declaration(self, node: Node, feed: Feed | None) -> list[Command]:
         words: list[Word] = []
         assigns: list[tuple[str, Word]] = []
@@ -262,6 +332,11 @@ class _Walker:
         for sub in descendants(node, ("command_substitution", "process_substitution")):
             self.walk(sub, None)
         return [cmd]
+
+
+def word_of_source(src: str) -> Word:
+    """A word made of one dynamic part (``$@``)."""
+    return Word(src, dynamic=True, template=stand_in(0), dyns=(src,), literal=False)
 
 
 def parse(text: str) -> Script:

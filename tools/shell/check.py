@@ -405,6 +405,7 @@ class Checker(Values, Rules, FileTools, Known, Git, Runners):
             return
         if not words:
             return
+        self.prompt_expansions(words)
         if any(w.dynamic for w in words) and self.depth < MAX_DEPTH:
             before = len(self.ctx.reads)
             texts = self.fill(words)

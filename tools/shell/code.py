@@ -86,6 +86,7 @@ _CONCAT = {"node": ("+",), "ruby": ("+",), "php": (".",), "perl": (".",), "lua":
 _COMMENTS = {"perl": ("#",), "ruby": ("#",), "node": ("//", "/*"), "php": ("//", "#", "/*"), "lua": ("--",),
              "awk": ("#",)}
 _CMD_QUOTES = {"perl": "`", "ruby": "`", "php": "`"}
+_RUNS = frozenset({"shell", "run", "argv", "eval", "rm", "rmr", "fork", "ask"})
 _LOOPS = frozenset({"while", "until", "for", "foreach", "loop", "do", "times", "each"})
 _RUBY_FILES = frozenset({"File", "IO", "FileUtils", "Dir", "Pathname"})
 _RUBY_READS = frozenset({"read", "readlines", "binread", "foreach", "exist?", "exists?", "file?", "directory?",
@@ -370,6 +371,13 @@ def script(lang: str, code: str) -> list[Effect]:
                 effects.extend(files)
                 continue
         callable_str = lang == "php" and t.kind == "str" and i + 1 < len(toks) and toks[i + 1].text == "("
+        if lang == "node" and t.kind == "id" and t.text == "constructor" and i and toks[i - 1].text == "." and \
+                i + 1 < len(toks) and toks[i + 1].text == "(":
+            effects.extend(_call(lang, "eval", "constructor", toks, i))  # x.constructor.constructor(code)
+            continue
+        if lang == "php" and t.kind == "str" and not callable_str and calls.get(t.text) in _RUNS:
+            effects.append(_ask(f"{what} names the function {t.text} as a value"))
+            continue
         if not (t.kind == "id" or callable_str) or t.text not in calls:
             continue
         prev = toks[i - 1].text if i else ""
@@ -383,6 +391,8 @@ def script(lang: str, code: str) -> list[Effect]:
         kind = calls[t.text]
         seen[t.text] = seen.get(t.text, 0) + 1
         effects.extend(_call(lang, kind, t.text, toks, i))
+    if lang == "node":
+        effects.extend(_node_imports(toks))
     # The tokenizer guesses where regex literals are; a call it swallowed must still ask.
     for name, kind in calls.items():
         if kind in ("shell", "run", "argv", "eval", "fork") and not _gated_closed(lang, name, toks):
@@ -433,6 +443,21 @@ def _call(lang: str, kind: str, name: str, toks: list[_Tok], i: int) -> list[Eff
         return [Effect("hardline", "kill -1 signals every process") if any(a.text == "-1" for a in args)
                 else _ask(f"{what} signals processes")]
     return []
+
+
+def _node_imports(toks: list[_Tok]) -> list[Effect]:
+    """``require("x")``, ``import("x")``, ``import ... from "x"``, ``import "x"``: modules the code loads."""
+    out: list[Effect] = []
+    for i, t in enumerate(toks):
+        nxt = toks[i + 1] if i + 1 < len(toks) else None
+        nxt2 = toks[i + 2] if i + 2 < len(toks) else None
+        if t.kind == "id" and t.text in ("require", "import") and nxt is not None and nxt.text == "(" and \
+                nxt2 is not None and nxt2.kind == "str" and not nxt2.dynamic:
+            out.append(Effect("import", nxt2.text))
+        elif t.kind == "id" and t.text in ("from", "import") and nxt is not None and nxt.kind == "str" and \
+                not nxt.dynamic and (t.text == "from" or i == 0 or toks[i - 1].text in (";", "\n")):
+            out.append(Effect("import", nxt.text))
+    return out
 
 
 def _perl_open(args: list[_Tok | None]) -> list[Effect]:

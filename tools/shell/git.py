@@ -37,6 +37,7 @@ _GIT_MUTATES = frozenset({"checkout", "switch", "pull", "merge", "reset", "resto
                           "cherry-pick", "rebase", "revert", "clone", "worktree", "submodule", "read-tree"})
 
 
+_FROM_FILE = "\0"  # marks an alias read from a config file
 _GIT_SUBS = frozenset({
     "add", "am", "annotate", "apply", "archive", "bisect", "blame", "branch", "bundle", "cat-file", "check-attr",
     "check-ignore", "check-mailmap", "check-ref-format", "checkout", "checkout-index", "cherry", "cherry-pick",
@@ -48,7 +49,7 @@ _GIT_SUBS = frozenset({
     "rerere", "reset", "restore", "rev-list", "rev-parse", "revert", "rm", "shortlog", "show", "show-branch",
     "show-ref", "sparse-checkout", "stash", "status", "stripspace", "submodule", "switch", "symbolic-ref", "tag",
     "update-index", "update-ref", "var", "verify-commit", "verify-pack", "verify-tag", "version", "whatchanged",
-    "worktree", "write-tree", "filter-branch", "difftool", "mergetool", "lfs",
+    "worktree", "write-tree", "filter-branch", "difftool", "mergetool",
 })
 _CONFIG_FLAGS = ("--global", "--system", "--local", "--worktree", "--file", "--blob", "--type", "--default",
                  "--comment", "--unset", "--unset-all", "--get", "--get-all", "--get-regexp", "--list", "--edit",
@@ -112,10 +113,14 @@ class Git(_Base):
             return
         alias = aliases.get(sub.lower(), self.ctx.git_aliases.get(sub.lower()))
         if alias is not None and sub not in _GIT_SUBS:
+            quiet = alias.startswith(_FROM_FILE)  # defined in a config file: never quoted
+            alias = alias.removeprefix(_FROM_FILE)
             if alias.startswith("!"):
-                self.run_text(alias[1:] + "".join(" " + sh_quote(a.text) for a in sargs), f"git alias {sub}")
+                self.run_text(alias[1:] + "".join(" " + sh_quote(a.text) for a in sargs), f"git alias {sub}",
+                              quiet=quiet)
             elif self.depth < 8:
-                self.run_argv([Word("git"), *[Word(x) for x in alias.split()], *sargs], f"git alias {sub}")
+                self.run_text(" ".join(["git", alias, *(sh_quote(a.text) for a in sargs)]), f"git alias {sub}",
+                              quiet=quiet)
             return
         if sub in _GIT_MUTATES:
             self.ctx.links += 1
@@ -253,9 +258,10 @@ class Git(_Base):
                 self.add("dangerous", f"{shown} could not be read", own=False)
                 continue
             for key, value in entries:
-                self.git_config_value(key, Word(value), shown, quiet=True)
-                if key.lower().startswith("alias."):
-                    ctx.git_aliases.setdefault(key[6:].lower(), value)
+                if key.lower().startswith("alias."):  # an alias runs when it is used (cmd_git)
+                    ctx.git_aliases.setdefault(key[6:].lower(), _FROM_FILE + value)
+                else:
+                    self.git_config_value(key, Word(value), shown, quiet=True)
         if gitdir is not None:
             hooks = posixpath.join(gitdir, "hooks")
             if hooks in ctx.modules or not os.path.isdir(hooks):

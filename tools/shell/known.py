@@ -35,7 +35,7 @@ else:
 
 READ_ONLY = frozenset({
     "ls", "dir", "vdir", "cat", "tac", "nl", "head", "tail", "wc", "cut", "paste", "join", "comm", "cmp", "diff",
-    "diff3", "column", "fold", "fmt", "expand", "unexpand", "rev", "strings", "od", "hexdump", "hd", "base64",
+    "column", "fold", "fmt", "expand", "unexpand", "rev", "strings", "od", "hexdump", "hd", "base64",
     "base32", "basenc", "md5sum", "sha1sum", "sha224sum", "sha256sum", "sha384sum", "sha512sum", "b2sum", "cksum",
     "sum", "seq", "yes", "sleep", "true", "false", "echo", "pwd", "cal", "ncal", "whoami", "id", "groups", "users",
     "who", "w", "uptime", "uname", "nproc", "arch", "tty", "logname", "locale", "getconf", "printenv", "which",
@@ -44,16 +44,17 @@ READ_ONLY = frozenset({
     "getent", "realpath", "readlink", "basename", "dirname", "pathchk", "expr", "factor", "bc", "numfmt", "tsort",
     "pr", "look", "grep", "egrep", "fgrep", "zgrep", "jq", "test", "[", "[[", ":", "tput", "clear", "wait", "jobs",
     "dirs", "times", "caller", "help", "umask", "shopt", "set", "shift", "return", "exit", "break", "continue",
-    "bg", "fg", "disown", "compgen", "complete", "compopt", "logout", "unalias", "zcat", "bzcat", "xzcat",
+    "bg", "fg", "disown", "complete", "compopt", "logout", "unalias", "zcat", "bzcat", "xzcat",
     "zstdcat", "lzcat", "whatis", "apropos", "tr", "env", "sync", "vmstat", "iostat", "mpstat", "last", "lastlog",
     "nice", "printf", "top", "htop", "watch", "time", "timeout", "nohup", "command", "builtin", "exec", "read",
     "mapfile", "readarray", "let", "getopts", "unset", "local", "export", "declare", "typeset", "readonly",
-    "ulimit", "tldr", "lsattr", "colordiff", "wdiff", "history",
+    "ulimit", "tldr", "lsattr", "colordiff", "wdiff",
 })
 # Arguments of these builtins that bash may evaluate as arithmetic or as a (subscripted) variable name.
 _NAME_CONTEXTS = frozenset({"let", "test", "[", "[[", "read", "mapfile", "readarray", "unset", "getopts", "wait",
                             "declare", "typeset", "local", "export", "readonly", "printf"})
 _SUBSCRIPT_CODE = re.compile(r"[A-Za-z_]\w*\[[^\]]*(\$\(|`)")
+_PROMPT_EXPANSION = re.compile(r"\$\{(\w+)@P\}")
 _PROGRAM_VARS = frozenset({"PAGER", "GIT_PAGER", "MANPAGER", "SYSTEMD_PAGER", "EDITOR", "VISUAL", "GIT_EDITOR",
                            "GIT_SEQUENCE_EDITOR", "GIT_SSH_COMMAND", "GIT_SSH", "GIT_ASKPASS", "SSH_ASKPASS",
                            "SUDO_ASKPASS", "GIT_EXTERNAL_DIFF", "PROMPT_COMMAND", "GIT_PROXY_COMMAND",
@@ -67,7 +68,8 @@ _OPAQUE_VARS = frozenset({"LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "PERL5OPT
                           "GIT_COMMON_DIR", "SHELLOPTS", "BASHOPTS", "HOME", "XDG_CONFIG_HOME", "ZDOTDIR",
                           "GCONV_PATH", "MANOPT", "LESS", "LESSKEY", "LESSKEYIN", "GIT_CONFIG_NOSYSTEM",
                           "INPUTRC", "MAKEFLAGS", "MFLAGS", "GNUMAKEFLAGS", "MAKEFILES", "NPM_CONFIG_USERCONFIG",
-                          "PIP_CONFIG_FILE", "CURL_HOME", "WGETRC", "SSH_CONFIG"})
+                          "PIP_CONFIG_FILE", "CURL_HOME", "WGETRC", "TAR_OPTIONS", "ZIPOPT", "UNZIP",
+                          "UNZIPOPT", "GREP_OPTIONS", "SYSTEMD_LESS", "PSQLRC", "SQLITE_HISTORY", "MYSQL_HOME"})
 _SYSTEMCTL_READS = frozenset({"status", "show", "cat", "list-units", "list-unit-files", "list-timers",
                               "list-sockets", "list-jobs", "list-dependencies", "list-machines", "list-sessions",
                               "list-users", "list-seats", "is-active", "is-enabled", "is-failed", "is-system-running",
@@ -97,12 +99,29 @@ class Known(_Base):
         if _SUBSCRIPT_CODE.search(word.text) and not word.text.startswith("$(("):
             self.run_text(": " + word.text, f"{how} (an array subscript runs commands)")
 
+    def prompt_expansions(self, words: list[Word]) -> None:
+        """``${x@P}`` expands x like a prompt string, which runs the command substitutions in its value."""
+        for w in words:
+            for d in w.dyns:
+                m = _PROMPT_EXPANSION.fullmatch(d)
+                if m is None:
+                    continue
+                values = self.ctx.vars.get(m.group(1))
+                if values is None:
+                    self.add("dangerous", f"${{{m.group(1)}@P}} runs what a value only known at run time says",
+                             own=False)
+                for v in values or []:
+                    self.run_text(": " + v, f"${{{m.group(1)}@P}}")
+
     def name_context(self, name: str, args: list[Word]) -> None:
         for w in args:
             self.subscript_code(w, name)
         if name in ("read", "mapfile", "readarray"):
-            for w in parse_opts(args, short_args="adDnNptuCcOs").operands:
+            o = parse_opts(args, short_args="adDnNptuCcOs")
+            for w in o.operands:
                 self.ctx.vars[w.text] = None
+            for w in o.value("-C"):  # mapfile -C CALLBACK evaluates it every few lines
+                self.run_word(w, f"{name} -C")
 
     def declaration(self, words: list[Word]) -> None:
         for w in words[1:]:
@@ -127,6 +146,25 @@ class Known(_Base):
     def cmd_enable(self, args: list[Word]) -> None:
         if any(a.text.startswith("-") and "f" in a.text for a in args):
             self.add("dangerous", "enable -f loads a shared library into the shell")
+
+    def cmd_compgen(self, args: list[Word]) -> None:
+        for w in parse_opts(args, short_args="ACFGPSWXo").value("-C"):
+            self.run_word(w, "compgen -C")
+
+    def cmd_history(self, args: list[Word]) -> None:
+        o = parse_opts(args, short_args="d")
+        if o.has("w", "a", "r", "n", "s", "p"):
+            for f in o.operands or [Word("~/.bash_history")]:
+                self.write(f, "history writes")
+
+    def cmd_diff3(self, args: list[Word]) -> None:
+        o = parse_opts(args, short_args="oLIwW", long_args=("--diff-program", "--output", "--label", "--width"))
+        for w in o.value("--diff-program"):
+            self.run_program(w, "--diff-program")
+        for f in o.value("-o", "--output"):
+            self.write(f, "sdiff -o writes")
+
+    cmd_sdiff = cmd_diff3
 
     def cmd_fc(self, args: list[Word]) -> None:
         if not (args and all(a.text.startswith("-l") or a.text.lstrip("-").isdigit() for a in args)):

@@ -10,6 +10,7 @@ A relative target is also resolved from every directory the line may have ``cd``
 from __future__ import annotations
 
 import posixpath
+import re
 from typing import TYPE_CHECKING
 
 from tools.shell.options import parse_opts
@@ -149,11 +150,22 @@ class Rules(_Base):
 
     def cmd_rsync(self, args: list[Word]) -> None:
         o = parse_opts(args, short_args="efTB", long_args=("--rsh", "--rsync-path", "--filter", "--exclude",
-                                                           "--include", "--temp-dir", "--backup-dir"))
+                                                           "--include", "--temp-dir", "--backup-dir", "--log-file",
+                                                           "--write-batch", "--only-write-batch", "--files-from",
+                                                           "--partial-dir", "--compare-dest", "--copy-dest",
+                                                           "--link-dest", "--chmod", "--chown", "--usermap"))
         if any(a.text.startswith(("--delete", "--del", "--remove-source")) for a in args):
             self.add("dangerous", "rsync --delete removes files at the destination")
         for w in o.value("-e", "--rsh", "--rsync-path"):
             self.run_word(w, "rsync -e")
+        for w in o.value("--log-file", "--write-batch", "--only-write-batch"):
+            self.write(w, "rsync writes")
+        if len(o.operands) >= 2:
+            dest = o.operands[-1]
+            if re.match(r"^[^/]*:", dest.text) or dest.text.startswith("rsync://"):
+                self.add("dangerous", "rsync copies to another host")
+            else:
+                self.write(dest, "rsync writes into", own_link=True)
         self.ctx.links += 1
 
     def cmd_sed(self, args: list[Word]) -> None:

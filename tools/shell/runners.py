@@ -215,6 +215,9 @@ class Runners(_Base):
     def other_user(self, name: str, args: list[Word]) -> None:
         if name == "ssh":
             o = parse_opts(args, short_args="BbcDEeFIiJLlmOopQRSWw", stop_at_operand=True)
+            if o.value("-F"):
+                self.add("dangerous", "ssh -F reads a configuration that can run commands")
+            self.home_rc("ssh", ".ssh/config")
             for opt in o.value("-o"):
                 key, _, val = opt.text.partition("=")
                 if key.lower() in ("proxycommand", "localcommand", "knownhostscommand"):
@@ -315,6 +318,10 @@ class Runners(_Base):
             if t in ("--check", "--syntax-check", "--version", "--help") and lang in ("node", "php"):
                 check_only = True
                 continue
+            if (lang == "node" and t.split("=")[0] in ("--test", "--run", "--watch")) or (lang == "php" and t == "-S"):
+                self.add("dangerous", f"{name} {t} runs project code (tests, scripts or a server) that is not on "
+                                      "the command line")
+                return
             if t in ("--require", "--import", "--loader", "--experimental-loader", "--source", "--include",
                      "--load", "--file", "--exec") and i < len(args):
                 if t == "--source":
@@ -453,6 +460,10 @@ class Runners(_Base):
             self.add("dangerous", f"{name} runs a script that comes down a pipe", own=False)
 
     def database(self, name: str, args: list[Word]) -> None:
+        rc = {"psql": ".psqlrc", "sqlite3": ".sqliterc", "sqlite": ".sqliterc", "mysql": ".my.cnf",
+              "mariadb": ".my.cnf"}.get(name)
+        if rc is not None and not any(a.text in ("-X", "--no-psqlrc", "--no-defaults") for a in args):
+            self.home_rc(name, rc)
         o = parse_opts(args, short_args="cdhpUvPoLTfeqQiF" if name not in ("sqlite3", "sqlite", "litecli") else "",
                        long_args=("--command", "--execute", "--query", "--file", "--dbname", "--host", "--port",
                                   "--username", "--user", "--set", "--variable", "--output", "--database"))

@@ -155,13 +155,15 @@ def test_every_audit_form(ws: Path, item: str, command: str, level: str) -> None
     assert verdict.reason
 
 
-FORK_BOMB_LOOK_ALIKES = ["echo ':(){ :|:& };:'", "git commit -m ':(){ :|:& };:'", "grep -F ':(){ :|:& };:' notes.txt",
-                         "printf '%s\\n' 'bomb(){ bomb|bomb& };bomb'", "f(){ echo f; }; f"]
+FORK_BOMB_LOOK_ALIKES = ["echo ':(){ :|:& };:'", "git commit -m ':(){ :|:& };:'",
+                         "grep -F ':(){ :|:& };:' notes.txt", "printf '%s\\n' 'bomb(){ bomb|bomb& };bomb'",
+                         "f(){ echo f; }; f"]
 
 DAILY = [
     "ls -la", "ls -la /", "cat notes.txt", "head -n 20 x.sh", "tail -n 5 notes.txt", "grep -rn 'TODO' .",
     "rg -n 'def main' src", "find . -name '*.py' -type f", "find . -name '*.py' | xargs wc -l", "wc -l *.txt",
-    "sort data.txt | uniq -c | sort -rn | head", "diff notes.txt data.txt", "diff -u <(sort notes.txt) <(sort data.txt)",
+    "sort data.txt | uniq -c | sort -rn | head", "diff notes.txt data.txt",
+    "diff -u <(sort notes.txt) <(sort data.txt)",
     "echo hello", "printf '%s\\n' a b c", "pwd", "date", "date -u +%Y-%m-%d", "which python3", "file x.sh",
     "stat x.sh", "du -sh .", "df -h", "env", "printenv PATH", "git status", "git log --oneline -n 10",
     "git diff HEAD~1", "git show HEAD --stat", "git branch -a", "git add -A",
@@ -269,6 +271,7 @@ def test_start_up_files_in_the_sandbox_home_are_checked(ws: Path) -> None:
     assert classify("python3 -c 'print(1)'", workspace=str(ws)).level == "safe"
     site = ws / ".local" / "lib" / "python3.11" / "site-packages"
     site.mkdir(parents=True)
+    assert classify("python3 -c 'print(1)'", workspace=str(ws)).level == "safe"  # empty
     (site / "x.pth").write_text("import os; os.system('id')\n")
     assert classify("python3 -c 'print(1)'", workspace=str(ws)).level == "dangerous"
     assert classify("curl -s https://example.com", workspace=str(ws)).level == "safe"

@@ -104,9 +104,10 @@ def node_module_files(spec: str, base: str) -> list[str]:
     return []
 
 
-def python_startup_files(home: str | None) -> bool:
-    """Whether the sandbox's home (the workspace) holds files python runs at start-up (.pth, usercustomize)."""
+def python_user_site(home: str | None) -> bool:
+    """Whether the sandbox's home (the workspace) holds a user site-packages with anything in it: python runs
+    its .pth files and usercustomize at start-up and imports its packages before the system's."""
     if home is None:
         return False
-    site = posixpath.join(home, ".local", "lib", "python*", "site-packages")
-    return bool(glob.glob(posixpath.join(site, "*.pth")) or glob.glob(posixpath.join(site, "usercustomize.py")))
+    return any(os.listdir(d) for d in glob.glob(posixpath.join(home, ".local", "lib", "python*", "site-packages"))
+               if os.path.isdir(d))

@@ -20,7 +20,7 @@ from tools.shell.engine import UNKNOWN_INPUT
 from tools.shell.options import Opts, parse_opts
 from tools.shell.parse import Feed, Word
 from tools.shell.projects import Projects
-from tools.shell.reading import LANGS, SHELLS, python_startup_files
+from tools.shell.reading import LANGS, SHELLS, python_user_site
 from tools.shell.rules import sh_quote
 
 if TYPE_CHECKING:
@@ -381,8 +381,9 @@ class Runners(_Base):
         operands = args[i:]
         if check_only and not codes and lang != "perl":
             return
-        if lang == "python" and python_startup_files(self.ctx.workspace):
-            self.add("dangerous", "python runs start-up files (.pth, usercustomize) from the sandbox's home", own=False)
+        if lang == "python" and python_user_site(self.ctx.workspace):
+            self.add("dangerous", "python runs code installed in the sandbox's home (~/.local: .pth files, packages)",
+                     own=False)
         if module is not None:
             self.python_module(module, operands)
             return

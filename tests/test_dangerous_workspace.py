@@ -144,6 +144,9 @@ OUTSIDE_DANGEROUS = [
     "echo x | tee -a link",
     "ln -s ~ h; echo x >> h/.bashrc",
     "ln -s /etc e && echo x >> e/passwd",
+    # ... also when the link comes later in the text but may run first (background, pipeline stages).
+    "(sleep 1; echo x >> l) & ln -s ~/.bashrc l",
+    "echo x > l | ln -s /etc/passwd l",
     # Configuration that programs act on, inside the workspace (which is the sandbox's $HOME).
     "echo x >> .bashrc",
     "echo '[alias] x = !ls' >> .git/config",

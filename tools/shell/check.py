@@ -307,7 +307,7 @@ class Checker(Values, Rules, FileTools, Known, Git, Runners):
     def script(self, text: str) -> None:
         text = clean(text)
         parsed = parse(text)
-        self.ctx.unordered |= parsed.loops or bool(parsed.functions) or any(
+        self.ctx.unordered |= parsed.unordered or bool(parsed.functions) or any(
             c.words and c.words[0].text == "trap" for c in parsed.commands)
         for fn in parsed.functions:
             self.ctx.functions[fn.name] = fn.body

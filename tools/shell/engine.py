@@ -61,7 +61,8 @@ class Context:
     cds: list[Word | None] = field(default_factory=list)  # None: a change we cannot follow
     reads: list[tuple[str, str, str]] = field(default_factory=list)  # (real path, shown name, prefix)
     links: int = 0  # commands that may create symlinks, through which a write inside could land outside
-    unordered: bool = False  # loops, functions or traps: a write may run after a link made later in the text
+    # Loops, background jobs, pipelines, functions or traps: a write may run after a link made later in the text.
+    unordered: bool = False
     # Who may write files we cannot name (interpreter code, extractors): -1 for the line itself, else the
     # index in ``reads`` of the script whose own code it is (a script may rewrite others, not what ran).
     opaque: set[int] = field(default_factory=set)

@@ -76,7 +76,8 @@ class Function:
 class Script:
     commands: list[Command] = field(default_factory=list)
     functions: list[Function] = field(default_factory=list)
-    loops: bool = False  # a for/while/until loop: its commands may run in any order
+    # Loops, background jobs and pipeline stages: their commands need not run in the order of the text.
+    unordered: bool = False
     redirects: list[Redirect] = field(default_factory=list)  # on compound statements ({ } > f, done < f)
     broken: bool = False
     text: str = ""
@@ -103,6 +104,8 @@ class _Walker:
     def walk(self, node: Node, feed: Feed | None) -> list[Command]:
         """Records every simple command under ``node``; returns those of this node's own pipeline stage."""
         t = node.type
+        if t in ("for_statement", "while_statement", "c_style_for_statement", "pipeline", "&"):
+            self.script.unordered = True
         if t == "command":
             return self.command(node, feed)
         if t in ("declaration_command", "unset_command"):
@@ -122,8 +125,6 @@ class _Walker:
         if t == "variable_assignment":
             # A bare assignment runs nothing itself, but rules look at some names (PAGER=..., alias tables).
             return self.assignment_only(node, feed)
-        if t in ("for_statement", "while_statement", "c_style_for_statement"):
-            self.script.loops = True
         if t == "for_statement":
             self.loop_binding(node)
         elif t == "function_definition":

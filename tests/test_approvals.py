@@ -269,19 +269,27 @@ async def test_always_approve_goes_to_the_database_allowlist(make_runner, tmp_pa
     assert after == config_before
 
 
-async def test_config_allow_skips_the_prompt_for_plain_commands_only(make_runner, tmp_path):
+async def test_config_allow_covers_only_the_simple_commands_it_matches(make_runner, tmp_path):
     _runner, qa = await make_runner(base(tmp_path, allow=["rm -rf */allowed"]))
     allowed = victim_dir(tmp_path, "allowed")
-    await qa.say(ask(f"rm -rf {allowed}"))
+    await qa.say(ask(f"nohup rm -rf {allowed}"))  # the wrapper is peeled: this is the allowed rm
     assert (await wait_tool_result(qa))["status"] == "ran"
     assert not allowed.exists() and prompts(qa) == []
-    # A glob never covers a command with shell operators.
-    allowed = victim_dir(tmp_path, "allowed")
-    await qa.say(ask(f"rm -rf {allowed}; true"))
+    # Every command that asks must be covered: a second one that the glob does not match still asks.
+    allowed, other = victim_dir(tmp_path, "allowed"), victim_dir(tmp_path, "other")
+    await qa.say(ask(f"rm -rf {allowed}; rm -rf {other}"))
     await wait_prompts(qa, 1)
     await qa.say("/deny")
     assert (await wait_tool_result(qa, 2))["status"] == "denied"
-    assert allowed.exists()
+    assert allowed.exists() and other.exists()
+
+
+async def test_config_allow_is_judged_in_the_workspace_the_command_runs_in(make_runner, tmp_path):
+    # An unknown program asks; the glob covers it, and the redirect into the workspace never asked at all.
+    _runner, qa = await make_runner(base(tmp_path, allow=["frobnicate *"]))
+    await qa.say(ask("frobnicate --all > out.txt"))
+    assert (await wait_tool_result(qa))["status"] == "ran"
+    assert prompts(qa) == [] and (tmp_path / "out.txt").exists()
 
 
 async def test_mode_off_runs_without_asking_but_never_the_hardline(make_runner, tmp_path):

@@ -182,7 +182,8 @@ class ApprovalBroker:
             return None
         if self.cfg.mode == "off":
             return "approved", "off", "Ran without asking (approvals.mode is off)."
-        if matches_allowlist(req.command, self.cfg.allow):
+        if (req.verdict.covered_by(self.cfg.allow) if req.verdict is not None
+                else matches_allowlist(req.command, self.cfg.allow)):
             return "approved", "allow", "Ran without asking (listed in approvals.allow)."
         if req.hash in self._always:
             return "approved", "always", "Ran without asking (always approved earlier)."

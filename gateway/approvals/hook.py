@@ -49,6 +49,8 @@ class Request:
     final_text: str | None = None  # the prompt's edited text once decided
     deadline: float = 0.0  # time.monotonic() when silence becomes "expired"
     decided_by: str | None = None  # "platform:user_id" of the person who answered (set before the future)
+    # The classifier's verdict, for approvals.allow (matched per simple command, in the workspace it ran in).
+    verdict: Verdict | None = field(default=None, repr=False)
 
     @property
     def hash(self) -> str:
@@ -108,7 +110,7 @@ class TurnHook:
         req = Request(
             id=new_id(), command=command, display=self.broker.display(command), reason=verdict.reason or "",
             level=verdict.level, session_key=self.session_key, source=source, turn_id=self.turn_id, cron=cron,
-            scheduled=scheduled, deadline=time.monotonic() + self.broker.timeout_seconds,
+            scheduled=scheduled, deadline=time.monotonic() + self.broker.timeout_seconds, verdict=verdict,
         )
         if loop is None or loop.is_closed():
             return _shutting_down()

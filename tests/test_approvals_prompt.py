@@ -4,12 +4,27 @@ with only configured secrets masked and never inside code that computes a word; 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gateway.approvals.broker import MAX_PROMPT_MESSAGES
 from gateway.approvals.text import code_spans, shown_command
-from tests.test_approvals import ask, base, edits_for, prompt_id, prompts, row, wait_prompts, wait_tool_result
+from gateway.platforms.base import Source
+from tests.test_approvals import (
+    _ctx,
+    ask,
+    base,
+    edits_for,
+    prompt_id,
+    prompts,
+    row,
+    wait_prompts,
+    wait_tool_result,
+)
+from tools.dangerous import Verdict
 
 
 def test_the_command_is_shown_as_it_runs_not_masked_by_shape() -> None:
@@ -84,3 +99,26 @@ async def test_a_command_too_long_to_read_is_refused_not_shown(make_runner: Any,
     assert not any("/nonexistent/f000001" in t for t in qa.texts())
     await asyncio.sleep(0)
     assert not runner.approvals.pending
+
+
+async def test_the_reason_is_redacted_before_the_chat_the_log_or_the_audit_sees_it(
+        make_runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reason quoting a file's words (here made up, so the test does not depend on the classifier's wording)
+    has token shapes and configured secrets masked; the rest of it still says why."""
+    configured = "cfg-" + uuid.uuid4().hex
+    monkeypatch.setenv("HERALD_PROMPT_TEST_TOKEN", configured)
+    runner, qa = await make_runner(base(tmp_path))
+    github = "ghp_" + "A1b2C3d4E5" * 4
+    reason = (f"bash deploy.sh: docker mounts /srv/{github} from the host; it reads "
+              f"https://bob:pw-{configured[:8]}x@db.example/ and {configured}")
+    hook = runner.approvals.hook_for("qa:dm:c1", Source("qa", "c1", "u1"), "t1")
+    decision = asyncio.get_running_loop().run_in_executor(
+        None, hook, "bash deploy.sh", Verdict("dangerous", reason, "bash deploy.sh"), _ctx())
+    (prompt,) = await wait_prompts(qa, 1)
+    stored = (await row(runner, prompt_id(prompt)))["reason"]
+    for shown in (prompt.text, stored):
+        assert "docker mounts /srv/" in shown and "from the host" in shown
+        for secret in (github, f"pw-{configured[:8]}x", configured):
+            assert secret not in shown, shown
+    await qa.click(f"ap:{prompt_id(prompt)}:d")
+    assert (await decision).outcome == "denied"

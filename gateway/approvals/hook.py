@@ -70,6 +70,8 @@ class LoopSide(Protocol):
 
     def display(self, command: str) -> str: ...
 
+    def reason(self, reason: str) -> str: ...
+
     def begin(self, req: Request) -> Coroutine[Any, Any, None]: ...
 
     def interrupted(self, req: Request) -> Coroutine[Any, Any, None]: ...
@@ -106,7 +108,9 @@ class TurnHook:
             source = Source("cron", self.session_key, "", chat_type="channel")
             cron = True
         req = Request(
-            id=new_id(), command=command, display=self.broker.display(command), reason=verdict.reason or "",
+            id=new_id(), command=command, display=self.broker.display(command),
+            # The classifier's words may quote a file it read: masked before the prompt, the log or the audit row.
+            reason=self.broker.reason(verdict.reason or ""),
             level=verdict.level, session_key=self.session_key, source=source, turn_id=self.turn_id, cron=cron,
             scheduled=scheduled, deadline=time.monotonic() + self.broker.timeout_seconds,
         )

@@ -195,7 +195,8 @@ class ApprovalBroker:
             return None
         if self.cfg.mode == "off":
             return "approved", "off", "Ran without asking (approvals.mode is off)."
-        if matches_allowlist(req.command, self.cfg.allow):
+        # approvals.allow names commands, not files: it never covers one that runs a file the agent can rewrite.
+        if matches_allowlist(req.command, self.cfg.allow) and not (req.deps is not None and req.deps.changeable):
             return "approved", "allow", "Ran without asking (listed in approvals.allow)."
         if req.hash in self._always:
             return "approved", "always", "Ran without asking (always approved earlier)."
@@ -248,9 +249,13 @@ class ApprovalBroker:
                     f"Answer with the buttons, or {hint}, or {deny}. Approving covers this script in this job only "
                     "(a changed script is asked again). "
                     f"It is denied if nobody answers within {duration(self.timeout_seconds)}.")
+        files = ""
+        if req.deps is not None and req.deps.files:
+            files = (f"Approving for the session or always covers it only while these stay unchanged: "
+                     f"{req.deps.names()}.\n")
         return (f"⚠️ Approval needed (id {req.id})\n"
                 f"The agent wants to run:\n{fenced(req.display)}\n"
-                f"Why it asks: {req.reason}.\n"
+                f"Why it asks: {req.reason}.\n{files}"
                 f"Answer with the buttons, or {hint} (add `session` or `always`), or {deny}. "
                 f"It is denied if nobody answers within {duration(self.timeout_seconds)}.")
 

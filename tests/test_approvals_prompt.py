@@ -122,3 +122,17 @@ async def test_the_reason_is_redacted_before_the_chat_the_log_or_the_audit_sees_
             assert secret not in shown, shown
     await qa.click(f"ap:{prompt_id(prompt)}:d")
     assert (await decision).outcome == "denied"
+
+
+async def test_a_deny_from_the_dashboard_names_the_operator_in_the_chat(make_runner: Any, tmp_path: Path) -> None:
+    runner, qa = await make_runner(base(tmp_path))
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    await qa.say(ask(f"rm -rf {victim}"))
+    (prompt,) = await wait_prompts(qa, 1)
+    assert await runner.approvals.decide_as_operator(prompt_id(prompt), "d") == "Denied."
+    assert (await wait_tool_result(qa))["status"] == "denied" and victim.exists()
+    (edit,) = edits_for(qa, prompt.message_id)
+    assert edit.startswith("🚫 Denied by the operator (dashboard)"), edit
+    r = await row(runner, prompt_id(prompt))
+    assert (r["decided_by"], r["decided_via"]) == ("operator", "dashboard")

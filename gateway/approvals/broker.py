@@ -173,8 +173,11 @@ class ApprovalBroker:
                                    "Not run: the approval prompt could not be shown in the chat.")
                 return
             req.prompt_message_id = report.message_ids[-1]
+            # Answered before the prompt had its id: nobody could edit it, so it is edited here. (One answered
+            # from here on edits it itself.)
+            unedited = req.final_text is not None
             await self.store.set_prompt(req.id, req.prompt_message_id)
-            if req.final_text is not None:  # answered before the prompt had its id: edit it now
+            if unedited and req.final_text is not None:
                 await self._edit(adapter, req.source.chat_id, req.prompt_message_id, req.final_text,
                                  req.source.thread_id)
         except Exception as exc:

@@ -139,7 +139,7 @@ def decided_head(status: str, scope: str | None, by: str | None, via: str, timeo
         head = f"✅ {what} by {by}"
     elif status == "expired":
         head = f"⌛ Expired — denied (nobody answered within {duration(timeout)})"
-    elif via in ("button", "command"):
+    elif via in ("button", "command", "dashboard"):
         head = f"🚫 Denied by {by}"
     elif via == "stop":
         head = "🚫 Denied — the turn was stopped (/stop)"

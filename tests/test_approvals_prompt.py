@@ -1,5 +1,6 @@
-"""What an approval prompt shows: the command as it runs, whole (chunked, or refused when far too long to read),
-with only configured secrets masked and never inside code that computes a word; the reason redacted."""
+"""What an approval prompt shows and how it is answered: the command as it runs, whole (chunked, or refused when far
+too long to read), with only configured secrets masked and never inside code that computes a word; the reason
+redacted; a dashboard Deny named as such; /approve without an id meaning the sender's own oldest request."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from gateway.approvals.broker import MAX_PROMPT_MESSAGES
 from gateway.approvals.text import code_spans, shown_command
 from gateway.platforms.base import Source
+from tests.qa_channel import UntrustedQAAdapter
 from tests.test_approvals import (
     _ctx,
     ask,
@@ -23,6 +25,7 @@ from tests.test_approvals import (
     row,
     wait_prompts,
     wait_tool_result,
+    wait_until,
 )
 from tools.dangerous import Verdict
 
@@ -136,3 +139,32 @@ async def test_a_deny_from_the_dashboard_names_the_operator_in_the_chat(make_run
     assert edit.startswith("🚫 Denied by the operator (dashboard)"), edit
     r = await row(runner, prompt_id(prompt))
     assert (r["decided_by"], r["decided_via"]) == ("operator", "dashboard")
+
+
+async def test_approve_without_an_id_takes_the_oldest_the_sender_may_answer(make_runner: Any,
+                                                                            tmp_path: Path) -> None:
+    cfg = base(tmp_path)
+    cfg["access"] = {"group_policy": "open", "allowed_users": ["qa2:alice", "qa2:bob"]}
+    runner, qa = await make_runner(cfg, adapters=[UntrustedQAAdapter])
+    group = {"chat_id": "g", "chat_type": "group"}
+    alices, bobs = tmp_path / "alices", tmp_path / "bobs"
+    alices.mkdir()
+    bobs.mkdir()
+    await qa.say(ask(f"rm -rf {alices}"), user_id="alice", **group)
+    await wait_prompts(qa, 1, "g")
+    await qa.say(ask(f"rm -rf {bobs}"), user_id="bob", **group)
+    older, newer = await wait_prompts(qa, 2, "g")
+    # Alice's is older, but Bob may only answer his own: that is the one /approve means.
+    await qa.say("/approve", user_id="bob", **group)
+    await qa.wait_for(lambda t: any(x.startswith("Approved once.") for x in t), chat_id="g")
+    await wait_until(lambda: not bobs.exists(), what="bob's command ran")
+    assert alices.exists() and (await row(runner, prompt_id(older)))["status"] == "pending"
+    assert (await row(runner, prompt_id(newer)))["decided_by"] == "bob"
+    # Someone who may answer nothing here is told what waits, and nothing changes.
+    await qa.say("/approve", user_id="mallory", **group)
+    await qa.wait_for(lambda t: any(x.startswith("You can't answer what is waiting here") and prompt_id(older) in x
+                                    for x in t), chat_id="g")
+    assert alices.exists() and (await row(runner, prompt_id(older)))["status"] == "pending"
+    await qa.say("/deny", user_id="alice", **group)
+    await qa.wait_for(lambda t: any(x.startswith("Denied.") for x in t), chat_id="g")
+    assert alices.exists()

@@ -276,6 +276,11 @@ class Paths:
         return self.home / "logs"
 
     @property
+    def backups_dir(self) -> Path:
+        """Where ``herald backup`` writes without a PATH: inside the home, so the sandbox hides it."""
+        return self.home / "backups"
+
+    @property
     def web_token_file(self) -> Path:
         return self.home / "web_token"
 

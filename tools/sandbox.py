@@ -8,8 +8,10 @@ filesystem is the host's, read-only, except:
 - ``/tmp``: an empty private tmpfs for each command (``$TMPDIR``);
 - hidden paths: each hidden folder is covered with an empty read-only tmpfs, each hidden file with
   ``/dev/null`` (on a nodev bind it cannot even be opened). The gateway hides Herald's home (every
-  profile, ``.env``, ``web_token``, ``state.db``, media, logs), the config file, the database file,
-  the credential lock folder and ``tools.terminal.hidden_paths``. ``/run`` is hidden too (``/var/run``
+  profile, ``.env``, ``web_token``, ``state.db``, media, logs, backups), the config file, the database
+  file, the credential lock folder, the daemon user's home directory (``$HOME`` and the passwd entry's:
+  ~/.ssh, ~/.aws, ~/.netrc, ~/.config/gh, ~/.pgpass... and whatever else lives there; commands have the
+  network) and ``tools.terminal.hidden_paths``. ``/run`` is hidden too (``/var/run``
   is usually a link to it): a read-only bind still lets a process connect to the unix sockets there
   (docker.sock, the D-Bus buses, ``$XDG_RUNTIME_DIR``); only the real target of ``/etc/resolv.conf``
   is shown again when it lives there.
@@ -149,11 +151,25 @@ def model_problem(problem: str | None) -> str:
 # ---- building a policy --------------------------------------------------------------------------------
 
 
+def daemon_homes() -> list[Path]:
+    """The daemon user's home directories: ``$HOME`` and the passwd entry's (they differ under ``sudo -u``
+    or a unit that sets HOME), leaving out ``/``, which is no one's private folder."""
+    found = [os.environ.get("HOME") or ""]
+    for uid in dict.fromkeys((os.getuid(), os.geteuid())):
+        try:
+            found.append(pwd.getpwuid(uid).pw_dir)
+        except KeyError:
+            pass
+    homes = [Path(h) for h in found if h and os.path.isabs(h)]
+    return [h for h in dict.fromkeys(homes) if os.path.realpath(h) != "/"]
+
+
 def default_hidden() -> list[Path]:
-    """What is hidden when no gateway said more: Herald's home and the credential lock folder."""
+    """What is hidden when no gateway said more: Herald's home, the credential lock folder and the daemon
+    user's home."""
     base = Path(os.environ.get("HERALD_HOME") or Path.home() / ".herald").expanduser()
     state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state").expanduser()
-    return [base, state / "herald"]
+    return [base, state / "herald", *daemon_homes()]
 
 
 def make_policy(terminal: Any, *, workspace: str | Path, hidden: Iterable[str | Path] = ()) -> SandboxPolicy:
@@ -238,7 +254,8 @@ def hidden_reason(real: str, view: list[tuple[str, str]]) -> str | None:
         return (f"{real} is in the host's /tmp, which the sandbox does not show (each command gets an empty /tmp "
                 "of its own; keep files in the workspace)")
     if kind in ("hide_dir", "hide_file"):
-        return f"{real} is hidden from the agent (Herald's own files, credentials and runtime sockets are)"
+        return (f"{real} is hidden from the agent (Herald's own files, the daemon user's home, credentials and "
+                "runtime sockets are)")
     return None
 
 

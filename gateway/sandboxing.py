@@ -141,5 +141,9 @@ def setup(cfg: Config, paths: Paths) -> tuple[SandboxPolicy, list[str]]:
     lines = warnings(cfg)
     for line in lines:
         log.warning("sandbox_warning", message=line)
-    log.info("sandbox", mode=result.mode, workspace=str(result.workspace), network=result.network)
+    log.info("sandbox", mode=result.mode, workspace=str(result.workspace), network=result.network,
+             max_processes=result.max_processes, counted=result.nproc_scope)
+    if result.mode != "off" and result.max_processes and result.nproc_scope == "none":
+        log.warning("sandbox_no_process_cap", message="Herald runs as root, whose processes the kernel never holds "
+                    "to a process limit: tools.terminal.max_processes cannot apply (run Herald as its own user)")
     return result, lines

@@ -17,6 +17,17 @@ filesystem is the host's, read-only, except:
   is shown again when it lives there.
 - ``/dev`` is a minimal one (null, zero, random, tty, shm, ...), ``/proc`` that of the new PID namespace.
 
+Processes: each command runs under ``ulimit -u`` (RLIMIT_NPROC, set by a small bash wrapper inside the
+sandbox, so it binds the command and never the daemon). The kernel counts that limit per user *per user
+namespace* (since Linux 5.14), and an unprivileged bwrap gives every sandbox a user namespace of its own:
+there the cap is simply ``tools.terminal.max_processes`` tasks for that command, whatever the daemon's own
+threads or other commands count. Where a sandbox shares the daemon's user namespace (a setuid bwrap,
+``sandbox: none``, an older kernel) the count is the user's everywhere, so the cap is set to what the user
+runs at the start plus ``max_processes``: a fork bomb still stops there, but a busy moment of the daemon
+leaves the command less room (the daemon itself is never limited: its rlimit is not touched). Root is exempt
+from RLIMIT_NPROC altogether: a daemon running as root gets no cap (start-up logs it; run Herald as its own
+user). :func:`process_cap`.
+
 Mount order makes the workspace visible even inside a hidden folder (the default workspace is
 ``<profile home>/workspace``) while hidden paths inside the workspace stay hidden: hides, then the
 workspace, then the hides that lie inside it. The environment is an allowlist (:func:`child_env`).
@@ -32,6 +43,8 @@ import contextlib
 import errno
 import os
 import pwd
+import re
+import resource
 import shutil
 import signal
 import stat
@@ -43,6 +56,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 Mode = Literal["bwrap", "none", "off"]
+# How a command's process cap is counted (see the module's docstring): per sandbox, per user, or not at all.
+NprocScope = Literal["sandbox", "uid", "none"]
 
 INSTALL_HINT = "apt install bubblewrap"
 NOT_INSTALLED = "bubblewrap (bwrap) is not installed"
@@ -76,6 +91,8 @@ class SandboxPolicy:
     timeout: float = 120.0
     problem: str | None = None  # why mode is "off"
     bwrap: str = "bwrap"  # the binary's path (found on the daemon's PATH)
+    max_processes: int = 0  # tasks (processes and threads) one command may have; 0: no cap
+    nproc_scope: NprocScope = "none"
 
 
 # ---- the mode: is bubblewrap usable here? ------------------------------------------------------------
@@ -124,6 +141,75 @@ def resolve_mode(configured: str, network: bool = True) -> tuple[Mode, str | Non
 def reset_probe_cache() -> None:
     with _probe_lock:
         _probe_cache.clear()
+        _userns_cache.clear()
+
+
+# ---- the process cap ------------------------------------------------------------------------------------
+
+_userns_cache: dict[str, bool] = {}
+
+
+def _kernel_counts_per_namespace() -> bool:
+    """RLIMIT_NPROC counted per user namespace (ucounts): Linux 5.14 and later."""
+    m = re.match(r"(\d+)\.(\d+)", os.uname().release)
+    return m is not None and (int(m.group(1)), int(m.group(2))) >= (5, 14)
+
+
+def _own_user_namespace(bwrap: str) -> bool:
+    """Whether a sandbox gets a user namespace of its own (an unprivileged bwrap makes one; a setuid one or
+    a root daemon does not). Probed once per binary."""
+    with _probe_lock:
+        if bwrap in _userns_cache:
+            return _userns_cache[bwrap]
+    cmd = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc", "--die-with-parent",
+           "--", "readlink", "/proc/self/ns/user"]
+    try:
+        res = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=_PROBE_TIMEOUT,
+                             env={"PATH": DEFAULT_PATH})
+        own = res.returncode == 0 and res.stdout.strip() != os.readlink("/proc/self/ns/user").encode()
+    except (OSError, subprocess.TimeoutExpired):
+        own = False
+    with _probe_lock:
+        _userns_cache[bwrap] = own
+    return own
+
+
+def nproc_scope(mode: Mode, bwrap: str) -> NprocScope:
+    if os.getuid() == 0:
+        return "none"  # the kernel does not apply RLIMIT_NPROC to root
+    if mode == "bwrap" and _kernel_counts_per_namespace() and _own_user_namespace(bwrap):
+        return "sandbox"
+    return "uid"
+
+
+def user_tasks(uid: int | None = None) -> int:
+    """How many tasks (threads included, as RLIMIT_NPROC counts) the user runs now, by real uid."""
+    uid = os.getuid() if uid is None else uid
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status", "rb") as f:
+                status = f.read()
+        except OSError:
+            continue  # gone meanwhile
+        m_uid = re.search(rb"^Uid:\s+(\d+)", status, re.M)
+        m_threads = re.search(rb"^Threads:\s+(\d+)", status, re.M)
+        if m_uid and m_threads and int(m_uid.group(1)) == uid:
+            total += int(m_threads.group(1))
+    return total
+
+
+def process_cap(policy: SandboxPolicy) -> int | None:
+    """The RLIMIT_NPROC a command gets under ``policy``, or None for none (no cap configured, or root)."""
+    if policy.max_processes <= 0 or policy.nproc_scope == "none":
+        return None
+    cap = policy.max_processes
+    if policy.nproc_scope == "uid":
+        cap += user_tasks()
+    hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+    return cap if hard == resource.RLIM_INFINITY else min(cap, hard)
 
 
 def startup_problem(mode: Mode, problem: str | None) -> str | None:
@@ -181,7 +267,8 @@ def make_policy(terminal: Any, *, workspace: str | Path, hidden: Iterable[str | 
         workspace=Path(os.path.realpath(Path(workspace).expanduser())),
         hidden=tuple(dict.fromkeys(Path(p) for p in [*hidden, *extra])),
         network=terminal.network, env_passthrough=tuple(terminal.env_passthrough),
-        timeout=terminal.timeout_seconds,
+        timeout=terminal.timeout_seconds, max_processes=getattr(terminal, "max_processes", 0),
+        nproc_scope=nproc_scope(mode, find_bwrap() or "bwrap") if mode != "off" else "none",
     )
 
 
@@ -459,8 +546,15 @@ def child_env(policy: SandboxPolicy) -> dict[str, str]:
 
 
 def argv(command: str, policy: SandboxPolicy) -> list[str]:
-    """The command line that runs ``command`` with ``/bin/bash -c`` under ``policy``."""
+    """The command line that runs ``command`` with ``/bin/bash -c`` under ``policy``.
+
+    Blocks briefly (reads /proc) when the process cap is counted per user: call it off the event loop.
+    """
     shell = ["/bin/bash", "-c", command]
+    cap = process_cap(policy) if policy.mode != "off" else None
+    if cap is not None:
+        # Set inside (after bwrap made the namespaces, so it counts there), then the command replaces it.
+        shell = ["/bin/bash", "-c", 'ulimit -u "$1" || exit 126; shift; exec "$@"', "herald-nproc", str(cap), *shell]
     if policy.mode == "none":
         return shell
     if policy.mode != "bwrap":
@@ -528,8 +622,9 @@ async def run_sandboxed(command: str, policy: SandboxPolicy, timeout: float | No
         raise SandboxUnavailable(policy.problem or "no sandbox")
     ws = workspace_dir(policy)
     limit = policy.timeout if timeout is None else timeout
+    line = await asyncio.to_thread(argv, command, policy)
     proc = await asyncio.create_subprocess_exec(
-        *argv(command, policy), cwd=ws, env=child_env(policy), stdin=asyncio.subprocess.DEVNULL,
+        *line, cwd=ws, env=child_env(policy), stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
     try:
         async with asyncio.timeout(limit):

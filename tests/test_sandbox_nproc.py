@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import sandbox
+from tools import processes, sandbox
 from tools.sandbox import resolve_mode
 
 REPO = Path(__file__).resolve().parent.parent
@@ -144,7 +144,7 @@ def test_the_cap_is_set_inside_the_sandbox_and_counted_as_the_kernel_counts(monk
     line = sandbox.argv("echo hi", per_sandbox)
     assert line[:3] == ["/bin/bash", "-c", 'ulimit -u "$1" || exit 126; shift; exec "$@"']
     assert line[4:] == ["100", "/bin/bash", "-c", "echo hi"]
-    monkeypatch.setattr(sandbox, "user_tasks", lambda uid=None: 40)
+    monkeypatch.setattr(processes, "user_tasks", lambda uid=None: 40)
     per_user = sandbox.SandboxPolicy(mode="none", workspace=Path(ws), max_processes=100, nproc_scope="uid")
     assert sandbox.argv("echo hi", per_user)[4] == "140"
     for off in (sandbox.SandboxPolicy(mode="none", workspace=Path(ws), max_processes=0, nproc_scope="uid"),
@@ -157,4 +157,4 @@ def test_the_cap_is_set_inside_the_sandbox_and_counted_as_the_kernel_counts(monk
         assert boxed[boxed.index("--") + 1:][:2] == ["/bin/bash", "-c"] and boxed[-3:] == ["/bin/bash", "-c", "echo hi"]
     # Root: the kernel would not apply it, so none is claimed.
     if os.getuid() == 0:
-        assert sandbox.nproc_scope("bwrap", "bwrap") == "none"
+        assert processes.scope("bwrap", "bwrap") == "none"

@@ -17,16 +17,8 @@ filesystem is the host's, read-only, except:
   is shown again when it lives there.
 - ``/dev`` is a minimal one (null, zero, random, tty, shm, ...), ``/proc`` that of the new PID namespace.
 
-Processes: each command runs under ``ulimit -u`` (RLIMIT_NPROC, set by a small bash wrapper inside the
-sandbox, so it binds the command and never the daemon). The kernel counts that limit per user *per user
-namespace* (since Linux 5.14), and an unprivileged bwrap gives every sandbox a user namespace of its own:
-there the cap is simply ``tools.terminal.max_processes`` tasks for that command, whatever the daemon's own
-threads or other commands count. Where a sandbox shares the daemon's user namespace (a setuid bwrap,
-``sandbox: none``, an older kernel) the count is the user's everywhere, so the cap is set to what the user
-runs at the start plus ``max_processes``: a fork bomb still stops there, but a busy moment of the daemon
-leaves the command less room (the daemon itself is never limited: its rlimit is not touched). Root is exempt
-from RLIMIT_NPROC altogether: a daemon running as root gets no cap (start-up logs it; run Herald as its own
-user). :func:`process_cap`.
+Processes: each command may run at most ``tools.terminal.max_processes`` tasks (RLIMIT_NPROC, set inside
+the sandbox, never on the daemon); how the kernel counts them is in tools/processes.py.
 
 Mount order makes the workspace visible even inside a hidden folder (the default workspace is
 ``<profile home>/workspace``) while hidden paths inside the workspace stay hidden: hides, then the
@@ -43,8 +35,6 @@ import contextlib
 import errno
 import os
 import pwd
-import re
-import resource
 import shutil
 import signal
 import stat
@@ -55,9 +45,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from tools import processes
+from tools.processes import NprocScope
+
 Mode = Literal["bwrap", "none", "off"]
-# How a command's process cap is counted (see the module's docstring): per sandbox, per user, or not at all.
-NprocScope = Literal["sandbox", "uid", "none"]
 
 INSTALL_HINT = "apt install bubblewrap"
 NOT_INSTALLED = "bubblewrap (bwrap) is not installed"
@@ -141,75 +132,7 @@ def resolve_mode(configured: str, network: bool = True) -> tuple[Mode, str | Non
 def reset_probe_cache() -> None:
     with _probe_lock:
         _probe_cache.clear()
-        _userns_cache.clear()
-
-
-# ---- the process cap ------------------------------------------------------------------------------------
-
-_userns_cache: dict[str, bool] = {}
-
-
-def _kernel_counts_per_namespace() -> bool:
-    """RLIMIT_NPROC counted per user namespace (ucounts): Linux 5.14 and later."""
-    m = re.match(r"(\d+)\.(\d+)", os.uname().release)
-    return m is not None and (int(m.group(1)), int(m.group(2))) >= (5, 14)
-
-
-def _own_user_namespace(bwrap: str) -> bool:
-    """Whether a sandbox gets a user namespace of its own (an unprivileged bwrap makes one; a setuid one or
-    a root daemon does not). Probed once per binary."""
-    with _probe_lock:
-        if bwrap in _userns_cache:
-            return _userns_cache[bwrap]
-    cmd = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc", "--die-with-parent",
-           "--", "readlink", "/proc/self/ns/user"]
-    try:
-        res = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=_PROBE_TIMEOUT,
-                             env={"PATH": DEFAULT_PATH})
-        own = res.returncode == 0 and res.stdout.strip() != os.readlink("/proc/self/ns/user").encode()
-    except (OSError, subprocess.TimeoutExpired):
-        own = False
-    with _probe_lock:
-        _userns_cache[bwrap] = own
-    return own
-
-
-def nproc_scope(mode: Mode, bwrap: str) -> NprocScope:
-    if os.getuid() == 0:
-        return "none"  # the kernel does not apply RLIMIT_NPROC to root
-    if mode == "bwrap" and _kernel_counts_per_namespace() and _own_user_namespace(bwrap):
-        return "sandbox"
-    return "uid"
-
-
-def user_tasks(uid: int | None = None) -> int:
-    """How many tasks (threads included, as RLIMIT_NPROC counts) the user runs now, by real uid."""
-    uid = os.getuid() if uid is None else uid
-    total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/status", "rb") as f:
-                status = f.read()
-        except OSError:
-            continue  # gone meanwhile
-        m_uid = re.search(rb"^Uid:\s+(\d+)", status, re.M)
-        m_threads = re.search(rb"^Threads:\s+(\d+)", status, re.M)
-        if m_uid and m_threads and int(m_uid.group(1)) == uid:
-            total += int(m_threads.group(1))
-    return total
-
-
-def process_cap(policy: SandboxPolicy) -> int | None:
-    """The RLIMIT_NPROC a command gets under ``policy``, or None for none (no cap configured, or root)."""
-    if policy.max_processes <= 0 or policy.nproc_scope == "none":
-        return None
-    cap = policy.max_processes
-    if policy.nproc_scope == "uid":
-        cap += user_tasks()
-    hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
-    return cap if hard == resource.RLIM_INFINITY else min(cap, hard)
+    processes.reset()
 
 
 def startup_problem(mode: Mode, problem: str | None) -> str | None:
@@ -268,7 +191,7 @@ def make_policy(terminal: Any, *, workspace: str | Path, hidden: Iterable[str | 
         hidden=tuple(dict.fromkeys(Path(p) for p in [*hidden, *extra])),
         network=terminal.network, env_passthrough=tuple(terminal.env_passthrough),
         timeout=terminal.timeout_seconds, max_processes=getattr(terminal, "max_processes", 0),
-        nproc_scope=nproc_scope(mode, find_bwrap() or "bwrap") if mode != "off" else "none",
+        nproc_scope=processes.scope(mode, find_bwrap() or "bwrap") if mode != "off" else "none",
     )
 
 
@@ -551,10 +474,9 @@ def argv(command: str, policy: SandboxPolicy) -> list[str]:
     Blocks briefly (reads /proc) when the process cap is counted per user: call it off the event loop.
     """
     shell = ["/bin/bash", "-c", command]
-    cap = process_cap(policy) if policy.mode != "off" else None
+    cap = processes.cap(policy.max_processes, policy.nproc_scope) if policy.mode != "off" else None
     if cap is not None:
-        # Set inside (after bwrap made the namespaces, so it counts there), then the command replaces it.
-        shell = ["/bin/bash", "-c", 'ulimit -u "$1" || exit 126; shift; exec "$@"', "herald-nproc", str(cap), *shell]
+        shell = processes.wrap(shell, cap)
     if policy.mode == "none":
         return shell
     if policy.mode != "bwrap":

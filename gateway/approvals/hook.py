@@ -132,7 +132,7 @@ class TurnHook:
         # The classifier's words may quote a file it read: masked before the prompt, the log or the audit row,
         # and withheld whole when it read a file the agent may not see (the classifier runs outside the sandbox).
         reason = self.broker.reason(verdict.reason or "")
-        if policy is not None and verdict.level != "hardline":
+        if policy is not None:
             view = layers(policy)
             if any(hidden_reason(path, view) is not None for path in deps.read):
                 reason = HIDDEN_READ
@@ -175,9 +175,8 @@ class TurnHook:
             return decision
         log.warning("approval_voided", approval_id=req.id, session_key=req.session_key,
                     reason="files changed since it was asked")
-        return Decision("denied", f"Not run: {now.names() or req.deps.names()} changed after approval was asked, "
-                                  "so the approval does not cover what would run now. Run the command again to ask "
-                                  "anew.")
+        return Decision("denied", f"Not run: {req.deps.changed(now)} changed after approval was asked, so the "
+                                  "approval does not cover what would run now. Run the command again to ask anew.")
 
     def _wait(self, req: Request, ctx: Any, interrupt: Any) -> Decision:
         while True:

@@ -164,6 +164,16 @@ class Dependencies:
         text = command_hash + "".join(f"\n{p}\0{d}" for p, d in self.files)
         return hashlib.sha256(text.encode()).hexdigest()
 
+    def changed(self, now: Dependencies) -> str:
+        """The files that differ between this fingerprint and ``now``, as people read them."""
+        paths = sorted({p for p, _ in set(self.files) ^ set(now.files)})
+        ws = self.workspace
+        inside = [os.path.relpath(p, ws) for p in paths if ws and _within(p, ws)]
+        others = len(paths) - len(inside)
+        if others:
+            inside.append(f"{others} file{'s' if others != 1 else ''} outside the workspace")
+        return ", ".join(inside) or "a file"
+
     def names(self, limit: int = 5) -> str:
         """The files as people read them: relative to the workspace, the others only counted."""
         ws = self.workspace

@@ -133,6 +133,8 @@ class TerminalConfig(_Model):
     env_passthrough: list[str] = Field(default_factory=list)
     # More files or folders the agent must not see (besides Herald's home, config, database, lock folder).
     hidden_paths: list[str] = Field(default_factory=list)
+    # Tasks (processes and threads) one command may run at once: a fork bomb stops there. 0 = no cap.
+    max_processes: int = Field(default=256, ge=0)
 
     @field_validator("env_passthrough")
     @classmethod
@@ -275,6 +277,11 @@ class Paths:
     @property
     def logs_dir(self) -> Path:
         return self.home / "logs"
+
+    @property
+    def backups_dir(self) -> Path:
+        """Where ``herald backup`` writes without a PATH: inside the home, so the sandbox hides it."""
+        return self.home / "backups"
 
     @property
     def web_token_file(self) -> Path:

@@ -13,7 +13,6 @@ from typing import Any
 from sqlalchemy import select
 from typer.testing import CliRunner
 
-from gateway.approvals.text import redact_command
 from gateway.platforms.base import Source
 from gateway.tables import approval_allowlist, approvals
 from tests.fakes.llm import Reply, ToolCall, ToolCalls
@@ -489,16 +488,6 @@ async def test_cron_turns_follow_cron_mode(make_runner, tmp_path):
 async def _audit(runner: Any, n: int) -> set[tuple[str, str | None]] | None:
     found = await rows(runner)
     return {(r["status"], r["scope"]) for r in found} if len(found) >= n else None
-
-
-def test_prompt_hides_secrets_and_shortens_long_commands(monkeypatch):
-    shown = redact_command("mysql --password=hunter2hunter2 -e 'DROP TABLE x' https://bob:s3cretpw@db.example")
-    assert "hunter2hunter2" not in shown and "s3cretpw" not in shown and "DROP TABLE x" in shown
-    bearer = redact_command("curl -H 'Authorization: Bearer sk-abcdefghijklmnopqrstuvwx' https://api")
-    assert "sk-abcdefghijklmnopqrstuvwx" not in bearer
-    assert "tok-very-secret-value" not in redact_command("echo tok-very-secret-value", ["tok-very-secret-value"])
-    long = redact_command("rm -rf " + " ".join(f"/tmp/file{i}" for i in range(500)))
-    assert len(long) < 700 and "characters not shown" in long and long.startswith("rm -rf /tmp/file0")
 
 
 async def test_herald_approvals_list_shows_the_audit_beside_a_running_daemon(make_runner, tmp_path, home):

@@ -111,7 +111,8 @@ class LoggingConfig(_Model):
     format: Literal["console", "json"] = "console"
     # The JSON-lines file in $HERALD_HOME/logs: false = stderr only (journald and container runtimes keep it).
     file: bool = True
-    # Rotation of that file: a new one past this size, this many old ones kept (herald.log.1 ...).
+    # Rotation of that file: a new one past this size, this many old ones kept (herald.log.1 ...); with 0
+    # none is kept and the file starts over empty.
     max_bytes: int = Field(default=10 * 1024 * 1024, ge=64 * 1024)
     backups: int = Field(default=5, ge=0, le=1000)
 
@@ -132,6 +133,8 @@ class TerminalConfig(_Model):
     env_passthrough: list[str] = Field(default_factory=list)
     # More files or folders the agent must not see (besides Herald's home, config, database, lock folder).
     hidden_paths: list[str] = Field(default_factory=list)
+    # Tasks (processes and threads) one command may run at once: a fork bomb stops there. 0 = no cap.
+    max_processes: int = Field(default=256, ge=0)
 
     @field_validator("env_passthrough")
     @classmethod
@@ -276,6 +279,11 @@ class Paths:
     @property
     def logs_dir(self) -> Path:
         return self.home / "logs"
+
+    @property
+    def backups_dir(self) -> Path:
+        """Where ``herald backup`` writes without a PATH: inside the home, so the sandbox hides it."""
+        return self.home / "backups"
 
     @property
     def web_token_file(self) -> Path:

@@ -10,6 +10,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+# Where a secret may go besides the environment, in words; gateway/preflight.py puts the profile's real path in.
+ENV_FILE = "the .env file in Herald's home"
+
+
+def missing_env(name: str, env_file: str = ENV_FILE) -> str:
+    """What to do about a secret's variable that is not set: the same words wherever it is said."""
+    return f"the environment variable {name} is not set: export it, or add the line {name}=<value> to {env_file}"
+
 
 def secret(env_name: str | None) -> str | None:
     """The value of the environment variable a ``*_env`` key names (secrets live only there)."""
@@ -53,8 +61,7 @@ class PlatformConfig(StrictModel):
             if field.endswith("token_env"):
                 name = getattr(self, field)
                 if isinstance(name, str) and not secret(name):
-                    out.append((field, f"the environment variable {name} is not set: export it, or put "
-                                       f"{name}=... in the .env file of Herald's home"))
+                    out.append((field, missing_env(name)))
         return out
 
 

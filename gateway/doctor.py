@@ -53,6 +53,10 @@ class Doctor:
     cfg: Config
     paths: Paths
     timeout: float = 10.0
+    # The config's validation problems, and the sections that have them (replaced by their defaults, so the
+    # checks that read them are left out): gateway/preflight.py's salvage.
+    schema: list[str] = field(default_factory=list)
+    skip: frozenset[str] = frozenset()
     # (what answered, its Date header as epoch seconds, our clock when it answered): the clock check's witnesses
     dates: list[tuple[str, float, float]] = field(default_factory=list)
 
@@ -73,12 +77,14 @@ class Doctor:
     def config(self) -> list[Check]:
         from gateway import sandboxing
 
-        problems = preflight.config_problems(self.cfg, self.paths)
-        out = [Check(p.key, "fail", p.message) for p in problems]
-        try:
-            sandboxing.workspace(self.cfg, self.paths)
-        except ConfigError as exc:
-            out.append(Check("tools.terminal.cwd", "fail", str(exc).removeprefix("tools.terminal.cwd: ")))
+        out = [Check("config", "fail", line, "fix it; the checks of that section run once it validates")
+               for line in self.schema]
+        out += [Check(p.key, "fail", p.message) for p in preflight.config_problems(self.cfg, self.paths)]
+        if "tools" not in self.skip:
+            try:
+                sandboxing.workspace(self.cfg, self.paths)
+            except ConfigError as exc:
+                out.append(Check("tools.terminal.cwd", "fail", str(exc).removeprefix("tools.terminal.cwd: ")))
         if not out:
             where = self.paths.config_file if self.paths.config_file.exists() else "embedded defaults"
             out.append(Check("config", "ok", f"{where}"))
@@ -86,6 +92,8 @@ class Doctor:
 
     def home(self) -> list[Check]:
         problems = preflight.home_problems(self.paths, create=False)
+        if not problems and "logging" not in self.skip:
+            problems = preflight.logs_problems(self.cfg, self.paths)
         if problems:
             return [Check(p.key, "fail", p.message) for p in problems]
         return [self._permissions(), self._disk()]
@@ -124,6 +132,8 @@ class Doctor:
         return Check("disk", "ok", free)
 
     async def database(self) -> list[Check]:
+        if "database" in self.skip:
+            return []
         problems = await preflight.database_problems(self.cfg, self.paths)
         if problems:
             return [Check(p.key, "fail", p.message) for p in problems]
@@ -147,6 +157,8 @@ class Doctor:
 
     async def model(self) -> list[Check]:
         m = self.cfg.model
+        if "model" in self.skip:
+            return []
         if not m.configured:
             return [Check("model", "fail", "no model configured: the chat can only say how to configure one",
                           f"set model.base_url, model.name and model.api_key_env in {self.paths.config_file}")]
@@ -164,16 +176,24 @@ class Doctor:
         started = time.monotonic()
         try:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout)) as http:
-                async with http.get(f"{base}/models", headers=headers) as resp:
-                    self._date(base, resp.headers)
-                    status, body = resp.status, await _json(resp)
+                status, body = await self._models(http, base, headers)
                 if status in (404, 405):  # no model list here: one token of the model itself
-                    payload = {"model": name, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
-                    async with http.post(f"{base}/chat/completions", json=payload, headers=headers) as resp:
-                        status, body = resp.status, await _json(resp)
+                    status, body = await _one_token(http, base, name, headers)
+                    if status == 200:
+                        return Check(key, "ok", f"{base} answers a one-token request of {name}"
+                                                f"{', key accepted' if api_key else ''} ({_took(started)})")
+                elif status == 200 and api_key:
+                    # Some providers' model lists are public (OpenRouter): the list answering proves the key
+                    # only when a request without it is refused. Otherwise one token of the model proves it.
+                    public, _ = await self._models(http, base, {})
+                    if public == 200:
+                        missing = _not_offered(key, base, name, body)
+                        if missing is not None:
+                            return missing
+                        status, body = await _one_token(http, base, name, headers)
                         if status == 200:
-                            return Check(key, "ok", f"{base} answers a one-token request of {name} "
-                                                    f"({time.monotonic() - started:.2f} s)")
+                            return Check(key, "ok", f"{base} answers, key accepted by a one-token request of {name} "
+                                                    f"(its model list is public) ({_took(started)})")
         except TimeoutError:
             return Check(key, "fail", f"no answer from {base} within {self.timeout:g} s",
                          "is the server up and reachable from here? (--timeout raises the limit)")
@@ -187,14 +207,16 @@ class Doctor:
         if status != 200:
             return Check(key, "fail", f"{base} answered HTTP {status}{f': {said}' if said else ''}",
                          "check model.base_url and model.name")
-        offered = [str(m.get("id")) for m in (body.get("data") or []) if isinstance(m, dict)] \
-            if isinstance(body, dict) else []
-        took = f"{time.monotonic() - started:.2f} s"
-        if offered and name not in offered and f"{name}:latest" not in offered:
-            shown = ", ".join(offered[:8]) + (" …" if len(offered) > 8 else "")
-            return Check(key, "fail", f"{base} answers and accepts the key, but does not offer {name} "
-                                      f"(it offers: {shown})", f"check {key}.name")
-        return Check(key, "ok", f"{base} answers, key accepted, {name} offered ({took})")
+        missing = _not_offered(key, base, name, body)
+        if missing is not None:
+            return missing
+        accepted = "key accepted" if api_key else "no key needed"
+        return Check(key, "ok", f"{base} answers, {accepted}, {name} offered ({_took(started)})")
+
+    async def _models(self, http: Any, base: str, headers: dict[str, str]) -> tuple[int, Any]:
+        async with http.get(f"{base}/models", headers=headers) as resp:
+            self._date(base, resp.headers)
+            return resp.status, await _json(resp)
 
     def _date(self, who: str, headers: Any) -> None:
         with contextlib.suppress(TypeError, ValueError, IndexError):
@@ -284,6 +306,8 @@ class Doctor:
         from tools.sandbox import resolve_mode, run_sandboxed, startup_problem
 
         terminal = self.cfg.tools.terminal
+        if "tools" in self.skip:
+            return []
         if not terminal.enabled:
             return [Check("sandbox", "ok", "the terminal tool is off (tools.terminal.enabled): nothing to run")]
         mode, problem = await asyncio.to_thread(resolve_mode, terminal.sandbox, terminal.network)
@@ -335,6 +359,27 @@ class Doctor:
         if ntp is False:
             return Check("clock", "warn", "not NTP-synchronised (timedatectl)", "timedatectl set-ntp true")
         return Check("clock", "warn", "nothing to compare the clock with (no answer carried a Date header)")
+
+
+async def _one_token(http: Any, base: str, name: str, headers: dict[str, str]) -> tuple[int, Any]:
+    payload = {"model": name, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
+    async with http.post(f"{base}/chat/completions", json=payload, headers=headers) as resp:
+        return resp.status, await _json(resp)
+
+
+def _not_offered(key: str, base: str, name: str, body: Any) -> Check | None:
+    """A model list that does not name the configured model (an empty or odd list says nothing)."""
+    offered = [str(m.get("id")) for m in (body.get("data") or []) if isinstance(m, dict)] \
+        if isinstance(body, dict) else []
+    if offered and name not in offered and f"{name}:latest" not in offered:
+        shown = ", ".join(offered[:8]) + (" …" if len(offered) > 8 else "")
+        return Check(key, "fail", f"{base} answers, but does not offer {name} (it offers: {shown})",
+                     f"check {key}.name")
+    return None
+
+
+def _took(started: float) -> str:
+    return f"{time.monotonic() - started:.2f} s"
 
 
 async def _schema_gaps(url: str) -> list[str]:

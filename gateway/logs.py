@@ -29,7 +29,8 @@ from urllib.parse import quote
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
-__all__ = ["REDACTED", "add_secret", "close_logging", "configure_logging", "get_logger", "redact"]
+__all__ = ["REDACTED", "add_secret", "close_logging", "configure_logging", "get_logger", "hold_stderr", "redact",
+           "release_stderr"]
 
 REDACTED = "[REDACTED]"
 LOG_FILE_NAME = "herald.log"
@@ -298,11 +299,60 @@ def _console_processors(colors: bool) -> list[Processor]:
     ]
 
 
+class _Held:
+    """stderr's lines kept back while the daemon starts (``hold_stderr``): a start that fails says so in one
+    line of its own, and the lines it logged on the way are in the log file, not in front of that line."""
+
+    MAX_LINES = 5000  # start-up logs a few dozen; past this the oldest go (they are in the file too)
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.lines: list[str] | None = None
+
+
+_held = _Held()
+
+
+def hold_stderr() -> None:
+    """From now on, keep stderr's log lines back until ``release_stderr``."""
+    with _held.lock:
+        if _held.lines is None:
+            _held.lines = []
+
+
+def release_stderr(write: bool = True) -> None:
+    """Stop holding stderr's log lines back: write those held (``write``) or drop them (they are in the log
+    file), and write new ones as they come again."""
+    with _held.lock:
+        lines, _held.lines = _held.lines, None
+    if write and lines:
+        sys.stderr.write("".join(lines))
+        sys.stderr.flush()
+
+
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """Writes to whatever ``sys.stderr`` is at emit time (test capture, a redirected stream)."""
+    """Writes to whatever ``sys.stderr`` is at emit time (test capture, a redirected stream); while
+    ``hold_stderr`` is on, into the held lines instead."""
 
     def __init__(self) -> None:
         super().__init__(sys.stderr)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if _held.lines is None:
+            super().emit(record)
+            return
+        try:
+            line = self.format(record) + self.terminator
+        except Exception:
+            self.handleError(record)
+            return
+        with _held.lock:
+            if _held.lines is None:  # released meanwhile
+                sys.stderr.write(line)
+                return
+            _held.lines.append(line)
+            if len(_held.lines) > _held.MAX_LINES:
+                del _held.lines[0]
 
     @property  # type: ignore[override]
     def stream(self) -> Any:
@@ -319,6 +369,18 @@ class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
     def _open(self) -> Any:
         fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         return open(fd, self.mode, encoding=self.encoding, errors=self.errors)
+
+    def doRollover(self) -> None:
+        if self.backupCount > 0:
+            super().doRollover()
+            return
+        # No old file to keep (logging.backups: 0): the file starts over. RotatingFileHandler would only
+        # reopen it, and it would grow without limit, reopened at every line past max_bytes.
+        if self.stream:
+            self.stream.close()
+            self.stream = None  # type: ignore[assignment]
+        os.truncate(self.baseFilename, 0)
+        self.stream = self._open()
 
 
 _OWNED_ATTR = "_herald_handler"
@@ -348,7 +410,8 @@ def configure_logging(
     backups: int = _BACKUP_COUNT,
 ) -> None:
     """Send all logging to ``logs_dir/herald.log`` (JSON lines, rotated at ``max_bytes`` keeping ``backups``
-    old files) and to stderr; with ``file=False`` to stderr only (journald, containers collect it).
+    old files; with 0 the file is emptied instead) and to stderr; with ``file=False`` to stderr only (journald,
+    containers collect it).
 
     ``console``: True for the human-readable renderer on stderr, False for JSON lines, None to choose
     by whether stderr is a terminal. Safe to call again: the previous handlers are replaced and

@@ -9,6 +9,7 @@ the rest are the configuration or the environment it names being wrong: exit 2.
 
 from __future__ import annotations
 
+import errno
 import getpass
 import ipaddress
 import os
@@ -20,24 +21,66 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gateway.config import Config, Paths
-from gateway.configbase import secret
+from gateway.configbase import ENV_FILE, missing_env, secret
 
 
 @dataclass(frozen=True)
 class Problem:
-    key: str  # a config key path, or HERALD_HOME
+    key: str  # a config key path, or HERALD_HOME; "" when no key names it (the message names the file)
     message: str
     runtime: bool = False
 
     def __str__(self) -> str:
-        return f"{self.key}: {self.message}"
+        return f"{self.key}: {self.message}" if self.key else self.message
 
 
 # ---- the config alone ------------------------------------------------------------------------------
 
 
+def gated(skip: frozenset[str]) -> set[str]:
+    """Of the sections salvage() replaced, those some start-up check reads (the model, a platform's secrets, the
+    database, the log folder, the workspace): what the schema problems kept from being checked."""
+    return {s for s in skip if s in ("model", "database", "logging", "tools") or s.startswith("platforms")}
+
+
+def salvage(paths: Paths) -> tuple[Config, frozenset[str]] | None:
+    """After the config failed to validate: the same config with each section that has a problem (``gateway``,
+    ``platforms.telegram``, ...) replaced by its defaults, and the names of those sections, so the checks that
+    do not read them can still run and every problem is reported at once. None when the file is not a mapping
+    of keys (nothing to salvage)."""
+    import yaml
+    from pydantic import ValidationError
+
+    try:
+        data = yaml.safe_load(paths.config_file.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    dropped: set[str] = set()
+    for _ in range(8):  # each round drops at least one section; a few rounds at most
+        try:
+            return Config.model_validate(data), frozenset(dropped)
+        except ValidationError as exc:
+            before = len(dropped)
+            for err in exc.errors():
+                loc = [str(part) for part in err["loc"]]
+                section = loc[:2] if loc[:1] == ["platforms"] and len(loc) > 1 else loc[:1]
+                if not section:
+                    return None
+                parent = data
+                for part in section[:-1]:
+                    parent = parent.get(part) if isinstance(parent, dict) else None
+                if isinstance(parent, dict):
+                    parent.pop(section[-1], None)
+                dropped.add(".".join(section))
+            if len(dropped) == before:
+                return None
+    return None
+
+
 def config_problems(cfg: Config, paths: Paths) -> list[Problem]:
-    return [*model_problems(cfg, paths), *platform_problems(cfg)]
+    return [*model_problems(cfg, paths), *platform_problems(cfg, paths.env_file)]
 
 
 def _is_local(base_url: str) -> bool:
@@ -62,8 +105,7 @@ def _endpoint_problems(prefix: str, base_url: str | None, api_key_env: str | Non
         out.append(Problem(f"{prefix}.base_url", f"not set, but {prefix}.api_key_env is: give the endpoint's "
                                                  "address too, e.g. https://api.openai.com/v1"))
     if api_key_env and not secret(api_key_env):
-        out.append(Problem(f"{prefix}.api_key_env", f"the environment variable {api_key_env} is not set: export "
-                                                    f"it, or put {api_key_env}=... in {env_file}"))
+        out.append(Problem(f"{prefix}.api_key_env", missing_env(api_key_env, str(env_file))))
     if base_url and not api_key_env and not _is_local(base_url):
         out.append(Problem(f"{prefix}.api_key_env", f"not set, but {base_url} is not a local server and will "
                                                     "want a key: name the environment variable that holds it "
@@ -90,24 +132,31 @@ def model_problems(cfg: Config, paths: Paths) -> list[Problem]:
     return out
 
 
-def platform_problems(cfg: Config) -> list[Problem]:
+def platform_problems(cfg: Config, env_file: Path | None = None) -> list[Problem]:
+    """Each enabled platform's own problems (its section's ``problems()``), with this profile's .env path in
+    the advice for a secret that is not set."""
     from gateway.platforms import PLATFORMS
 
     out = []
     for name in PLATFORMS:
         section = getattr(cfg.platforms, name, None)
         if section is not None and section.enabled:
-            out += [Problem(f"platforms.{name}.{key}", message) for key, message in section.problems()]
+            out += [Problem(f"platforms.{name}.{key}", message.replace(ENV_FILE, str(env_file)) if env_file
+                            else message) for key, message in section.problems()]
     return out
 
 
 # ---- the machine -------------------------------------------------------------------------------------
 
 
+def _home_key(paths: Paths) -> str:
+    return "HERALD_HOME" if paths.profile == "default" else f"HERALD_HOME (profile {paths.profile})"
+
+
 def home_problems(paths: Paths, create: bool) -> list[Problem]:
     """The profile's home must be a folder this user can write (``create``: made 0700 when missing)."""
     home = paths.home
-    key = "HERALD_HOME" if paths.profile == "default" else f"HERALD_HOME (profile {paths.profile})"
+    key = _home_key(paths)
     user = getpass.getuser()
     if home.exists() and not home.is_dir():
         return [Problem(key, f"{home} is a file, not a folder: point HERALD_HOME at a folder, or move the file")]
@@ -135,6 +184,9 @@ def home_problems(paths: Paths, create: bool) -> list[Problem]:
         with tempfile.TemporaryFile(dir=home):
             pass
     except OSError as exc:
+        if exc.errno == errno.EROFS:
+            return [Problem(key, f"{home} is on a read-only file system: point HERALD_HOME at a writable folder "
+                                 "(under systemd's ProtectSystem=strict, one in StateDirectory= or ReadWritePaths=)")]
         return [Problem(key, f"{home} is not writable by {user} ({exc.strerror or exc}): give {user} write "
                              "access to it (chown/chmod), or point HERALD_HOME elsewhere")]
     return []
@@ -275,23 +327,88 @@ def _sqlite_problems(cfg: Config, paths: Paths, url: str) -> list[Problem]:
     return []
 
 
-async def check(cfg: Config, paths: Paths, create_home: bool = False) -> list[Problem]:
-    """Everything at once: the config's own problems, the home, the database."""
+def logs_problems(cfg: Config, paths: Paths) -> list[Problem]:
+    """The log folder ($HERALD_HOME/logs, made at start when missing) must be a folder this user can write."""
+    if not cfg.logging.file:
+        return []
+    logs = paths.logs_dir
+    key = _home_key(paths)
+    user = getpass.getuser()
+    if not logs.exists():
+        return []
+    if not logs.is_dir():
+        return [Problem(key, f"{logs} is a file, not a folder: Herald writes its log files there; move that file "
+                             "away, or set logging.file: false to log to stderr only")]
+    try:
+        with tempfile.TemporaryFile(dir=logs):
+            pass
+    except OSError as exc:
+        return [Problem(key, f"the log folder {logs} is not writable by {user} ({exc.strerror or exc}): give {user} "
+                             "write access to it, or set logging.file: false to log to stderr only")]
+    return []
+
+
+async def check(cfg: Config, paths: Paths, create_home: bool = False, skip: frozenset[str] = frozenset()
+                ) -> list[Problem]:
+    """Everything at once: the config's own problems, the home and its log folder, the database. ``skip``: the
+    config sections that did not validate (their defaults stand in; the checks that read them are left out)."""
     problems = config_problems(cfg, paths)
     problems += home_problems(paths, create_home)
     if not any(p.key.startswith("HERALD_HOME") for p in problems):
-        problems += await database_problems(cfg, paths)
+        if "logging" not in skip:
+            problems += logs_problems(cfg, paths)
+        if "database" not in skip:
+            problems += await database_problems(cfg, paths)
     return problems
 
 
 def describe_failure(cfg: Config, paths: Paths, exc: BaseException) -> Problem | None:
-    """A start-up failure that has a one-line explanation (the database, a file), or None."""
+    """A start-up failure that has a one-line explanation (the database, the http port, a file), or None."""
     from sqlalchemy.exc import DBAPIError, InterfaceError
 
     chain = _chain(exc)
     if any(isinstance(e, DBAPIError | InterfaceError) for e in chain) or any(
             type(e).__module__.startswith(("asyncpg", "sqlite3")) for e in chain):
         return database_problem(cfg, paths, exc)
+    return listen_problem(cfg, paths, exc) or file_problem(paths, exc)
+
+
+def listen_problem(cfg: Config, paths: Paths, exc: BaseException) -> Problem | None:
+    """The http server could not listen on http.host:http.port (the only socket Herald binds)."""
+    host, port = cfg.http.host, cfg.http.port
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    for e in _chain(exc):
+        if not isinstance(e, OSError):
+            continue
+        if e.errno == errno.EADDRINUSE:
+            return Problem("http.port", f"{address} is already in use (another Herald, or another program, "
+                                        f"listens there): stop that one, or set http.port in {paths.config_file} "
+                                        "to a free port", runtime=True)
+        if "bind" not in str(e):
+            continue
+        if e.errno == errno.EADDRNOTAVAIL:
+            return Problem("http.host", f"cannot listen on {address}: {host} is not an address of this machine: "
+                                        "set http.host to 127.0.0.1 (this machine only) or 0.0.0.0 (every "
+                                        "interface)")
+        if e.errno == errno.EACCES:
+            return Problem("http.port", f"cannot listen on {address}: ports below 1024 need privileges: set "
+                                        "http.port to 1024 or above (a reverse proxy can serve port 80/443)")
+    return None
+
+
+def file_problem(paths: Paths, exc: BaseException) -> Problem | None:
+    """A file or folder Herald could not create, read or write, named with what to do about it."""
+    user = getpass.getuser()
+    for e in _chain(exc):
+        if isinstance(e, OSError) and e.filename:
+            where = Path(str(e.filename))
+            key = _home_key(paths) if where.is_relative_to(paths.home) else ""
+            if isinstance(e, PermissionError):
+                return Problem(key, f"{where}: permission denied for {user}: give {user} access to it (chown/chmod)")
+            if isinstance(e, NotADirectoryError | FileExistsError | IsADirectoryError):
+                return Problem(key, f"{where}: {e.strerror}: something of the wrong kind is in the way; move it "
+                                    "away")
+            return Problem(key, f"{where}: {e.strerror or e}", runtime=True)
     return None
 
 

@@ -13,7 +13,15 @@ import structlog
 
 from gateway.config import Config, ConfigError, Paths, herald_base
 from gateway.locks import lock_dir
-from tools.sandbox import SandboxPolicy, make_policy, resolve_mode, startup_problem
+from tools.sandbox import (
+    SandboxPolicy,
+    daemon_homes,
+    hidden_reason,
+    layers,
+    make_policy,
+    resolve_mode,
+    startup_problem,
+)
 
 log = structlog.get_logger("herald.sandbox")
 
@@ -29,23 +37,30 @@ def _sqlite_file(url: str | None) -> Path | None:
     return Path(os.path.abspath(database))
 
 
-# Where the daemon user's own credentials usually live: keys and tokens the agent has no business reading
-# (its commands have the network). The rest of the home stays visible, read-only: people keep their
-# toolchains there (pyenv, nvm, cargo), and hiding it would break the agent's python, node or git.
+# Where the daemon user's own credentials usually live. The whole home is hidden (daemon_homes); these are
+# named as well for a workspace that contains the home (tools.terminal.cwd: ~), where they are hidden again
+# after the workspace is bound.
 CREDENTIAL_PATHS = (".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker/config.json", ".netrc", ".git-credentials",
                     ".pgpass", ".my.cnf", ".pypirc", ".npmrc", ".vault-token", ".password-store", ".config/gh",
                     ".config/gcloud", ".config/hub", ".local/share/keyrings")
 
 
-def hidden_paths(cfg: Config, paths: Paths) -> list[Path]:
-    """Everything of Herald's the agent must never see, and the daemon user's credential files
-    (tools.terminal.hidden_paths is added by make_policy)."""
+def herald_hidden(cfg: Config, paths: Paths) -> list[Path]:
+    """Herald's own files: never visible, and the workspace may not lie inside them."""
     hidden = [herald_base(), paths.home, paths.env_file, paths.web_token_file, paths.media_dir, paths.logs_dir,
-              paths.config_file, paths.db_file, lock_dir().parent, *(Path.home() / p for p in CREDENTIAL_PATHS)]
+              paths.backups_dir, paths.config_file, paths.db_file, lock_dir().parent]
     db = _sqlite_file(cfg.database.url)
     if db is not None:
         hidden += [db, *(db.with_name(db.name + suffix) for suffix in ("-wal", "-shm", "-journal"))]
     return hidden
+
+
+def hidden_paths(cfg: Config, paths: Paths) -> list[Path]:
+    """Everything the agent must never see: Herald's files, and the daemon user's home and credential files
+    (tools.terminal.hidden_paths is added by make_policy). The workspace may lie inside the home: it is
+    bound again after the hides (tools/sandbox.py layers)."""
+    homes = daemon_homes()
+    return [*herald_hidden(cfg, paths), *homes, *(h / p for h in homes for p in CREDENTIAL_PATHS)]
 
 
 def default_workspace(paths: Paths) -> Path:
@@ -62,7 +77,7 @@ def workspace(cfg: Config, paths: Paths) -> Path:
     if ws == default or default in ws.parents:
         return ws
     extra = [Path(p).expanduser() for p in cfg.tools.terminal.hidden_paths]
-    for hidden in [*hidden_paths(cfg, paths), *extra]:
+    for hidden in [*herald_hidden(cfg, paths), *extra]:
         real = Path(os.path.realpath(hidden))
         if ws == real or real in ws.parents:
             raise ConfigError(f"tools.terminal.cwd: {configured} lies inside {hidden}, which the agent must not "
@@ -76,6 +91,17 @@ def policy(cfg: Config, paths: Paths, create: bool = True) -> SandboxPolicy:
     if create and not cfg.tools.terminal.cwd:
         ws.mkdir(mode=0o700, parents=True, exist_ok=True)
     return make_policy(cfg.tools.terminal, workspace=ws, hidden=hidden_paths(cfg, paths))
+
+
+def visible_to_agent(cfg: Config, paths: Paths, path: Path) -> bool:
+    """Whether the agent's commands or file tools could read ``path`` (all of it, when they run unsandboxed)."""
+    try:
+        result = policy(cfg, paths, create=False)
+    except ConfigError:  # a bad tools.terminal.cwd: judge by the default workspace
+        result = make_policy(cfg.tools.terminal, workspace=default_workspace(paths), hidden=hidden_paths(cfg, paths))
+    if result.mode == "none":
+        return True
+    return hidden_reason(os.path.realpath(path), layers(result)) is None
 
 
 def _local_database(url: str | None) -> str | None:
@@ -115,5 +141,9 @@ def setup(cfg: Config, paths: Paths) -> tuple[SandboxPolicy, list[str]]:
     lines = warnings(cfg)
     for line in lines:
         log.warning("sandbox_warning", message=line)
-    log.info("sandbox", mode=result.mode, workspace=str(result.workspace), network=result.network)
+    log.info("sandbox", mode=result.mode, workspace=str(result.workspace), network=result.network,
+             max_processes=result.max_processes, counted=result.nproc_scope)
+    if result.mode != "off" and result.max_processes and result.nproc_scope == "none":
+        log.warning("sandbox_no_process_cap", message="Herald runs as root, whose processes the kernel never holds "
+                    "to a process limit: tools.terminal.max_processes cannot apply (run Herald as its own user)")
     return result, lines

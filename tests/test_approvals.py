@@ -13,7 +13,6 @@ from typing import Any
 from sqlalchemy import select
 from typer.testing import CliRunner
 
-from gateway.approvals.text import redact_command
 from gateway.platforms.base import Source
 from gateway.tables import approval_allowlist, approvals
 from tests.fakes.llm import Reply, ToolCall, ToolCalls
@@ -269,19 +268,27 @@ async def test_always_approve_goes_to_the_database_allowlist(make_runner, tmp_pa
     assert after == config_before
 
 
-async def test_config_allow_skips_the_prompt_for_plain_commands_only(make_runner, tmp_path):
+async def test_config_allow_covers_only_the_simple_commands_it_matches(make_runner, tmp_path):
     _runner, qa = await make_runner(base(tmp_path, allow=["rm -rf */allowed"]))
     allowed = victim_dir(tmp_path, "allowed")
-    await qa.say(ask(f"rm -rf {allowed}"))
+    await qa.say(ask(f"nohup rm -rf {allowed}"))  # the wrapper is peeled: this is the allowed rm
     assert (await wait_tool_result(qa))["status"] == "ran"
     assert not allowed.exists() and prompts(qa) == []
-    # A glob never covers a command with shell operators.
-    allowed = victim_dir(tmp_path, "allowed")
-    await qa.say(ask(f"rm -rf {allowed}; true"))
+    # Every command that asks must be covered: a second one that the glob does not match still asks.
+    allowed, other = victim_dir(tmp_path, "allowed"), victim_dir(tmp_path, "other")
+    await qa.say(ask(f"rm -rf {allowed}; rm -rf {other}"))
     await wait_prompts(qa, 1)
     await qa.say("/deny")
     assert (await wait_tool_result(qa, 2))["status"] == "denied"
-    assert allowed.exists()
+    assert allowed.exists() and other.exists()
+
+
+async def test_config_allow_is_judged_in_the_workspace_the_command_runs_in(make_runner, tmp_path):
+    # An unknown program asks; the glob covers it, and the redirect into the workspace never asked at all.
+    _runner, qa = await make_runner(base(tmp_path, allow=["frobnicate *"]))
+    await qa.say(ask("frobnicate --all > out.txt"))
+    assert (await wait_tool_result(qa))["status"] == "ran"
+    assert prompts(qa) == [] and (tmp_path / "out.txt").exists()
 
 
 async def test_mode_off_runs_without_asking_but_never_the_hardline(make_runner, tmp_path):
@@ -481,16 +488,6 @@ async def test_cron_turns_follow_cron_mode(make_runner, tmp_path):
 async def _audit(runner: Any, n: int) -> set[tuple[str, str | None]] | None:
     found = await rows(runner)
     return {(r["status"], r["scope"]) for r in found} if len(found) >= n else None
-
-
-def test_prompt_hides_secrets_and_shortens_long_commands(monkeypatch):
-    shown = redact_command("mysql --password=hunter2hunter2 -e 'DROP TABLE x' https://bob:s3cretpw@db.example")
-    assert "hunter2hunter2" not in shown and "s3cretpw" not in shown and "DROP TABLE x" in shown
-    bearer = redact_command("curl -H 'Authorization: Bearer sk-abcdefghijklmnopqrstuvwx' https://api")
-    assert "sk-abcdefghijklmnopqrstuvwx" not in bearer
-    assert "tok-very-secret-value" not in redact_command("echo tok-very-secret-value", ["tok-very-secret-value"])
-    long = redact_command("rm -rf " + " ".join(f"/tmp/file{i}" for i in range(500)))
-    assert len(long) < 700 and "characters not shown" in long and long.startswith("rm -rf /tmp/file0")
 
 
 async def test_herald_approvals_list_shows_the_audit_beside_a_running_daemon(make_runner, tmp_path, home):

@@ -4,7 +4,9 @@ unknown profiles, `herald web-url`, `herald cron add` refusing targets that neve
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -95,6 +97,70 @@ def test_an_unknown_profile_fails_with_the_list_instead_of_creating_one(home: Pa
     assert invoke("--profile", "work", "paths")[0] == 0
 
 
+# Arguments that make each command get as far as choosing its profile (their own checks pass).
+SAMPLE_ARGS: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("backup",): ("{tmp}/copy.db",),
+    ("pairing", "approve"): ("telegram", "ABCDEFGH"),
+    ("pairing", "revoke"): ("telegram", "1"),
+    ("cron", "add"): ("--schedule", "1h", "--prompt", "x"),
+    **{("cron", verb): ("nosuchjob",) for verb in ("remove", "pause", "resume", "approve", "run", "history")},
+    ("approvals", "revoke"): ("42",),
+    ("service", "install"): ("--user",),
+    ("service", "status"): ("--user",),
+}
+
+
+def _every_command() -> list[tuple[tuple[str, ...], list[str]]]:
+    """Every leaf command of the CLI (walked from the app, so a new command is covered without editing
+    this test) with the names of its required parameters."""
+    import typer.main
+
+    out: list[tuple[tuple[str, ...], list[str]]] = []
+
+    def walk(command: Any, path: tuple[str, ...]) -> None:
+        if hasattr(command, "commands"):
+            for name, sub in command.commands.items():
+                walk(sub, (*path, name))
+        else:
+            out.append((path, [p.name for p in command.params if p.required]))
+
+    walk(typer.main.get_command(app), ())
+    return out
+
+
+def test_every_command_refuses_an_unknown_profile(home: Path, tmp_path: Path) -> None:
+    assert invoke("profile", "create", "work")[0] == 0
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "xdg")}  # where a user unit would be written
+    commands = [(path, required) for path, required in _every_command() if path != ("profile", "create")]
+    assert len(commands) >= 20
+    for path, required in commands:
+        assert not required or path in SAMPLE_ARGS, f"{path} needs SAMPLE_ARGS to reach its profile check"
+        args = [a.format(tmp=tmp_path) for a in SAMPLE_ARGS.get(path, ())]
+        for prefix, extra in ((("--profile", "nosuch"), {}), ((), {"HERALD_PROFILE": "nosuch"})):
+            code, out = invoke(*prefix, *path, *args, env={**env, **extra})
+            assert code == 2, (path, prefix, out)
+            assert "no profile 'nosuch' (profiles: default, work)" in out, (path, out)
+    # Nothing was made for the unknown name: no profile folder, no unit.
+    assert sorted(p.name for p in (home / "profiles").iterdir()) == ["work"]
+    assert not (tmp_path / "xdg").exists() and not (tmp_path / "copy.db").exists()
+
+
+def test_service_takes_the_profile_from_its_own_option_or_the_global_one(home: Path, tmp_path: Path) -> None:
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    units = tmp_path / "xdg" / "systemd" / "user"
+    for args in (("service", "install", "--user", "--profile", "nosuch"), ("--profile", "nosuch", "service",
+                                                                           "install", "--user")):
+        code, out = invoke(*args, env=env)
+        assert code == 2 and "no profile 'nosuch' (profiles: default)" in out, out
+        assert "herald profile create nosuch" in out
+    code, out = invoke("service", "status", "--user", "--profile", "nosuch", env=env)
+    assert code == 2 and "no profile 'nosuch'" in out, out
+    assert not units.exists()
+    assert invoke("profile", "create", "work")[0] == 0
+    code, out = invoke("--profile", "work", "service", "install", "--user", env=env)
+    assert code == 0 and (units / "herald-work.service").exists(), out
+
+
 # ---- herald web-url -------------------------------------------------------------------------------------
 
 
@@ -106,7 +172,50 @@ def test_web_url_prints_the_address_with_the_daemons_token(home: Path, monkeypat
     assert out.strip() == f"http://127.0.0.1:8650/#token={token}"
     assert oct((home / "web_token").stat().st_mode & 0o777) == "0o600"
     code, out = invoke("web-url", "--host", "herald.example.org")
-    assert out.strip() == f"http://herald.example.org:8650/#token={token}"
+    assert out.splitlines()[0] == f"http://herald.example.org:8650/#token={token}"
+
+
+def test_web_url_with_a_host_name_for_a_daemon_on_loopback_says_how_to_reach_it(home: Path) -> None:
+    import subprocess
+    import sys
+
+    def web_url(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("SSH_CONNECTION", "HERALD_PROFILE")}
+        return subprocess.run([str(Path(sys.executable).with_name("herald")), "web-url", *args],
+                              env={**env, "HERALD_HOME": str(home)}, capture_output=True, text=True, timeout=60)
+
+    out = web_url("--host", "herald.example.org")
+    assert out.returncode == 0
+    token = (home / "web_token").read_text().strip()
+    assert out.stdout == f"http://herald.example.org:8650/#token={token}\n"  # stdout: the address only
+    assert out.stderr == (
+        "note: Herald listens on 127.0.0.1 only, so herald.example.org:8650 cannot be reached from other machines. "
+        "Forward the port from your computer (ssh -L 8650:127.0.0.1:8650 herald.example.org) and open "
+        "http://127.0.0.1:8650/#token=… there, or set http.host (0.0.0.0: every interface) and restart Herald.\n")
+    assert web_url("--host", "localhost").stderr == ""  # a loopback name is reachable as it is
+    write_config(home, {"http": {"host": "0.0.0.0"}})
+    out = web_url("--host", "herald.example.org")
+    assert out.stdout == f"http://herald.example.org:8650/#token={token}\n" and out.stderr == ""
+
+
+def test_commands_that_write_in_the_home_keep_it_private(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    herald = str(Path(sys.executable).with_name("herald"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERALD_")}
+    # Before the first `herald run`: the home does not exist yet, whatever the caller's umask.
+    for command, home in ((["web-url"], tmp_path / "a" / "home"),
+                          (["cron", "add", "--schedule", "1h", "--prompt", "x"], tmp_path / "b" / "home")):
+        out = subprocess.run([herald, *command], env={**env, "HERALD_HOME": str(home)}, capture_output=True,
+                             text=True, timeout=60, preexec_fn=lambda: os.umask(0o022))
+        assert out.returncode == 0, out.stderr
+        modes = {p.relative_to(home.parent).as_posix(): oct(p.stat().st_mode & 0o777)
+                 for p in [home, *home.rglob("*")]}
+        assert modes["home"] == "0o700", modes
+        assert all(mode == ("0o700" if (home.parent / name).is_dir() else "0o600") for name, mode in modes.items()), \
+            modes
+    assert (tmp_path / "a" / "home" / "web_token").exists() and (tmp_path / "b" / "home" / "state.db").exists()
 
 
 def test_web_url_over_ssh(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -150,6 +150,14 @@ DANGEROUS = [
     "rm notes.txt",
     "bash script.sh",
     "mv -n a b",
+    # Changed on purpose (issue 12, "a classifier that parses"): these were listed as safe. Without a
+    # workspace every write asks, appends included (a relative target may be a symlink out); a mode change is
+    # a write; make runs a Makefile that is not on the line; wget writes the file it downloads.
+    "echo hi >> log.txt",
+    "chmod +x script.sh",
+    "chmod 644 file",
+    "make test 2>&1 | tee -a build.log",
+    "wget https://example.com/file.tar.gz",
 ]
 
 SAFE = [
@@ -170,24 +178,19 @@ SAFE = [
     "sed 's/a/b/' file",
     "sed -n '1,10p' file",
     "sed -e 's/i/j/' file",
-    "echo hi >> log.txt",
     "ls > /dev/null 2>&1",
-    "cmd 2>/dev/null",
-    "make test 2>&1 | tee -a build.log",
+    "ls 2>/dev/null",  # was ``cmd 2>/dev/null``: an unknown program asks now
     "echo $((40+2))",
     "env; echo marker-$((40+2))",
     "echo e2e-$((40+2))",
     "curl -s https://example.com",
     "curl -s https://example.com | jq .",
-    "wget https://example.com/file.tar.gz",
     "python3 -c 'print(1)'",
     "bash -c 'echo hello'",
     "systemctl status nginx",
     "docker ps -a",
     "docker run --rm alpine echo hi",
     "psql -c 'select * from users'",
-    "chmod +x script.sh",
-    "chmod 644 file",
     "cp -n a b",
     "find . -name '*.py'",
     "kill -l",
@@ -245,7 +248,7 @@ def test_shell_operators() -> None:
         assert not has_shell_operators(cmd), cmd
 
 
-def test_allowlist_matches_exact_and_glob_only_without_operators() -> None:
+def test_allowlist_matches_exact_commands_and_globs() -> None:
     allow = ["rm -rf build", "git clean -f*", "docker rm *"]
     assert matches_allowlist("rm -rf build", allow)
     assert matches_allowlist("rm  -rf   build", allow)  # whitespace collapsed first

@@ -207,7 +207,6 @@ BENIGN = [
     "python3 -c 'print(1)'",
     "python3 -c 'import json, sys; print(json.load(sys.stdin))' < data.json",
     "python3 -c '\nimport os\nfor k in os.environ:\n    print(k)\n'",
-    "python3 -m pytest -q",
     "node -e 'console.log(require(\"os\").platform())'",
     "node -e 'const r = /a/; r.exec(\"abc\")'",
     "perl -ne 'print if /system/' f",
@@ -239,16 +238,12 @@ BENIGN = [
     "psql -c 'select * from users where id = 1'",
     "echo 'SELECT 1;' | sqlite3 app.db",
     "docker run --rm alpine echo hi",
-    "make test 2>&1 | tee -a build.log",
-    "npm test",
-    "pytest -x tests/",
     "command -v rm",
     "type rm",
     "man rm",
     "[ -f x ] && echo yes",
-    "test -d build || mkdir build",
-    "time make",
-    "timeout 10 pytest",
+    "time ls",
+    "timeout 10 grep -r x .",
     "sudo -l",
 ]
 
@@ -266,13 +261,37 @@ def test_reasons_name_the_wrapper_and_the_problem() -> None:
     assert "parsed" in classify("{rm,-rf,DIR").reason
 
 
-def test_allowlist_refuses_anything_but_one_plain_command() -> None:
-    allow = ["rm -rf build", "git clean -f*", "docker rm *", "echo *"]
+# Build and test runners run project code that cannot be parsed here: they used to be in BENIGN above and
+# ask now, like a script that cannot be read (issue 12); an operator lists them in approvals.allow.
+# (command, the approvals.allow glob an operator would write for it)
+PROJECT_RUNNERS = [("python3 -m pytest -q", "python3 -m pytest*"), ("make test 2>&1 | tee -a build.log", "make *"),
+                   ("npm test", "npm test"), ("pytest -x tests/", "pytest *"), ("time make", "make"),
+                   ("timeout 10 pytest", "pytest"), ("cargo test", "cargo *"), ("go test ./...", "go test *"),
+                   ("tox -e py311", "tox *"), ("yarn build", "yarn build")]
+
+
+@pytest.mark.parametrize(("command", "glob"), PROJECT_RUNNERS)
+def test_project_runners_ask_unless_allowed(command: str, glob: str) -> None:
+    verdict = classify(command)
+    assert verdict.level == "dangerous", (command, verdict)
+    assert "project code" in verdict.reason
+    # The glob covers the runner itself; a redirect or pipe into a file is not the runner's own finding.
+    assert matches_allowlist(command, [glob]) == ("tee" not in command), command
+    assert matches_allowlist(command, [glob, "tee -a build.log"])
+
+
+def test_allowlist_covers_each_simple_command_after_wrappers() -> None:
+    allow = ["rm -rf build", "git clean -f*", "docker rm *", "echo *", "git *", "env *"]
     assert matches_allowlist("rm -rf build", allow)
     assert matches_allowlist("docker rm web", allow)
-    for cmd in ("rm -rf build\nrm -rf ~", "docker rm web & rm -rf ~", "echo $(rm -rf ~)", "echo `id`",
-                "echo $HOME", "echo hi > /etc/passwd", "docker rm <(x)", "A=1 docker rm web",
-                "echo {a,b}; id", "docker rm 'web' ; id"):
+    assert matches_allowlist("nohup env rm -rf build", allow)  # wrappers peeled: this is ``rm -rf build``
+    assert matches_allowlist("docker rm web; echo done", allow)  # the rest needs no approval
+    for cmd in ("rm -rf build\nrm -rf ~", "docker rm web & rm -rf ~", "echo $(rm -rf ~)",
+                "echo hi > /etc/passwd", "docker rm <(x)", "A=1 docker rm web", "docker rm 'web' ; rm -r x",
+                "docker rm $(docker ps -aq)", "docker rm $C",
+                # A glob for the wrapper never covers what it wraps or the code it hands on.
+                "git -c alias.x='!rm -rf ~/x' x", "env rm -rf ~/x", "git -c core.pager='rm -r x' log",
+                "env bash -c 'rm -r x'"):
         assert not matches_allowlist(cmd, allow), cmd
 
 

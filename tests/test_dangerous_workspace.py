@@ -59,9 +59,23 @@ INSIDE_SAFE = [
     "cd sub && echo hi > notes.txt",
     "mkdir -p out && cp -r sub out/",
     "cat <<EOF > notes.md\n# rm -rf /\nEOF",
-    "find . -name '*.pyc' -exec rm -f {} +",
     "python3 -c 'import os; os.remove(\"x.tmp\")'",
     "curl -o page.html https://example.com",
+    "echo hi >> log.txt",
+    "chmod +x good.sh",
+    "chmod 644 f",
+    "wget https://example.com/file.tar.gz",
+    "test -d build || mkdir build",
+    "mkdir -p out/a && touch out/a/b",
+    "ln -s f f.link",
+    "tar -xzf a.tar",
+    "tar -czf out.tar.gz sub",
+    "unzip a.zip",
+    "gzip -k f",
+    "sort -o sorted.txt f",
+    "git log --output=log.txt",
+    "python3 -c 'open(\"out.json\", \"w\").write(\"{}\")'",
+    "node -e 'require(\"fs\").writeFileSync(\"out.txt\", \"x\")'",
 ]
 
 
@@ -121,6 +135,24 @@ OUTSIDE_DANGEROUS = [
     "truncate -s 0 /var/log/syslog",
     "python3 -c 'import os; os.remove(\"/etc/x\")'",
     "git reset --hard",
+    # A recursive delete through find, like ``find -delete`` (this one used to pass as "inside").
+    "find . -name '*.pyc' -exec rm -f {} +",
+    "find . -exec rm {} +",
+    "find . -execdir rm {} \\;",
+    # Appends follow symlinks like any write.
+    "echo x >> link",
+    "echo x | tee -a link",
+    "ln -s ~ h; echo x >> h/.bashrc",
+    "ln -s /etc e && echo x >> e/passwd",
+    # ... also when the link comes later in the text but may run first (background, pipeline stages).
+    "(sleep 1; echo x >> l) & ln -s ~/.bashrc l",
+    "echo x > l | ln -s /etc/passwd l",
+    # Configuration that programs act on, inside the workspace (which is the sandbox's $HOME).
+    "echo x >> .bashrc",
+    "echo '[alias] x = !ls' >> .git/config",
+    "cp good.sh .git/hooks/pre-commit",
+    "mkdir -p .config/git && echo x > .config/git/config",
+    "echo 'import os' > sitecustomize.py",
 ]
 
 
@@ -136,10 +168,10 @@ def test_hardline_targets_stay_hardline_inside_a_workspace(ws: Path, command: st
 
 
 def test_without_a_workspace_the_write_rules_ask(ws: Path) -> None:
-    for command in ("echo hi > notes.txt", "cp f b", "rm -f scratch.tmp", "sed -i s/a/b/ f", "tee out.txt"):
+    for command in ("echo hi > notes.txt", "cp f b", "rm -f scratch.tmp", "sed -i s/a/b/ f", "tee out.txt",
+                    "echo hi >> log.txt", "mkdir d", "chmod +x f"):
         assert classify(command).level == "dangerous", command
         assert classify(command, cwd=str(ws)).level == "dangerous", command
-    assert classify("echo hi >> log.txt").level == "safe"  # appending inside the cwd, as before
 
 
 def test_a_workspace_that_is_home_or_the_system_exempts_nothing() -> None:

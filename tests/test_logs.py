@@ -386,3 +386,39 @@ def test_without_a_file_everything_goes_to_stderr_only(logs_dir: Path, capsys: p
     close_logging()
     assert not logs_dir.exists()
     assert "only_on_stderr" in capsys.readouterr().err
+
+
+def test_with_no_backups_the_file_starts_over_instead_of_growing(logs_dir: Path) -> None:
+    # RotatingFileHandler with backupCount=0 never rotates: a 64 KiB limit once grew to 624 KB.
+    configure_logging(logs_dir, "info", console=False, max_bytes=64 * 1024, backups=0)
+    log = get_logger("rotation")
+    for i in range(3000):
+        log.info("filler", i=i, text="x" * 100)
+    close_logging()
+    assert sorted(p.name for p in logs_dir.iterdir()) == ["herald.log"]
+    size = (logs_dir / "herald.log").stat().st_size
+    assert 0 < size <= 64 * 1024 + 1024, size
+    last = read_events(logs_dir)[-1]
+    assert last["i"] == 2999  # the newest lines are the ones kept
+    assert (logs_dir / "herald.log").stat().st_mode & 0o777 == 0o600
+
+
+def test_held_stderr_lines_are_written_or_dropped_at_release(logs_dir: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from gateway.logs import hold_stderr, release_stderr
+
+    configure_logging(logs_dir, "info", console=False)
+    log = get_logger("start")
+    hold_stderr()
+    log.info("while_starting")
+    assert capsys.readouterr().err == ""  # held back
+    release_stderr(write=True)
+    assert "while_starting" in capsys.readouterr().err
+    hold_stderr()
+    log.error("start_failed")
+    release_stderr(write=False)  # a failed start: one line of its own on stderr, the rest in the file
+    log.info("after")
+    close_logging()
+    err = capsys.readouterr().err
+    assert "start_failed" not in err and "after" in err
+    assert [e["event"] for e in read_events(logs_dir)] == ["while_starting", "start_failed", "after"]

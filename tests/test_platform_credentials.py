@@ -38,9 +38,34 @@ async def test_slack(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeSlack()
     await fake.start()
     try:
+        monkeypatch.delenv("SLACK_APP_TOKEN", raising=False)
         assert await _check("slack", monkeypatch, fake.bot_token, api_base_url=fake.api_url) == "bot herald in Herald"
         with pytest.raises(CredentialRejected, match="invalid_auth"):
             await _check("slack", monkeypatch, "xoxb-wrong-0000000000", api_base_url=fake.api_url)
+    finally:
+        await fake.stop()
+
+
+async def test_slack_socket_mode_checks_the_app_level_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeSlack()
+    await fake.start()
+    try:
+        monkeypatch.setenv("APP_TOKEN_FOR_TEST", fake.app_token)
+        who = await _check("slack", monkeypatch, fake.bot_token, api_base_url=fake.api_url,
+                           app_token_env="APP_TOKEN_FOR_TEST")
+        assert who == "bot herald in Herald; app-level token accepted (socket mode)"
+        assert fake.calls.count("apps.connections.open") == 1  # asked for an address; nothing connected
+        wrong = "xapp-1-A0000-wrongwrongwrong"
+        monkeypatch.setenv("APP_TOKEN_FOR_TEST", wrong)
+        with pytest.raises(CredentialRejected, match="app-level token in APP_TOKEN_FOR_TEST: invalid_auth") as caught:
+            await _check("slack", monkeypatch, fake.bot_token, api_base_url=fake.api_url,
+                         app_token_env="APP_TOKEN_FOR_TEST")
+        assert wrong not in str(caught.value)
+        # In http mode the app-level token is not used, so it is not asked about.
+        calls = len(fake.calls)
+        assert await _check("slack", monkeypatch, fake.bot_token, api_base_url=fake.api_url, mode="http",
+                            app_token_env="APP_TOKEN_FOR_TEST") == "bot herald in Herald"
+        assert "apps.connections.open" not in fake.calls[calls:]
     finally:
         await fake.stop()
 

@@ -257,24 +257,45 @@ def test_workspace_containing_herald_home_keeps_the_home_hidden(daemon: Daemon) 
 
 
 @needs_bwrap
-def test_the_daemon_users_credentials_are_hidden_without_configuring_anything(
-        daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> None:
-    """~/.ssh, ~/.aws and the like are hidden by default; the rest of the home stays readable (toolchains)."""
+@pytest.mark.parametrize("where", ["default", "cwd"])
+def test_the_daemon_users_home_is_hidden_but_a_workspace_inside_it_works(
+        daemon: Daemon, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """$HOME (here a fake one) and the passwd entry's home are hidden whole, credentials and all; a workspace
+    inside the home (the default one under ~/.herald, or tools.terminal.cwd) stays visible and writable."""
     monkeypatch.setenv("HOME", str(daemon.user_home))
-    (daemon.user_home / ".aws").mkdir()
-    (daemon.user_home / ".aws" / "credentials").write_text(f"aws_secret_access_key = {FILE_SECRETS['extra']}\n")
-    cfg = parse_config({"database": {"url": f"sqlite+aiosqlite:///{daemon.db_file}"},
-                        "tools": {"terminal": {"sandbox": "bwrap"}}})
-    policy = sandboxing.policy(cfg, daemon.paths)
-    approve = lambda command, verdict, ctx: Decision("approved", "approved by the test")  # noqa: E731
-    ctx = ToolContext("s", str(policy.workspace), threading.Event(), cfg.tools, extras={"approve": approve},
-                      sandbox=policy)
     home = daemon.user_home
-    res = term(ctx, f"cat {home}/notes.txt; cat {home}/.ssh/id_ed25519 {home}/.aws/credentials; ls -A {home}/.ssh")
-    assert "ordinary notes" in res["output"]
-    assert_no_secret(res["output"])
-    for path in (home / ".ssh" / "id_ed25519", home / ".aws" / "credentials"):
-        assert "error" in json.loads(registry.dispatch("read_file", {"path": str(path)}, ctx))
+    (home / ".aws").mkdir()
+    (home / ".aws" / "credentials").write_text(f"aws_secret_access_key = {FILE_SECRETS['extra']}\n")
+    (home / ".netrc").write_text(f"machine x login y password {FILE_SECRETS['extra']}\n")
+    terminal: dict[str, Any] = {"sandbox": "bwrap"}
+    if where == "cwd":
+        terminal["cwd"] = str(home / "projects" / "app")
+        (home / "projects" / "app").mkdir(parents=True)
+        (home / "projects" / "secret-plans.txt").write_text("ordinary notes\n")
+    cfg = parse_config({"database": {"url": f"sqlite+aiosqlite:///{daemon.db_file}"}, "tools": {"terminal": terminal}})
+    policy = sandboxing.policy(cfg, daemon.paths)
+    ws = policy.workspace
+    assert home in ws.parents
+    approve = lambda command, verdict, ctx: Decision("approved", "approved by the test")  # noqa: E731
+    ctx = ToolContext("s", str(ws), threading.Event(), cfg.tools, extras={"approve": approve}, sandbox=policy)
+    res = term(ctx, f"cat {home}/notes.txt {home}/.bashrc {home}/.ssh/id_ed25519 {home}/.aws/credentials "
+                    f"{home}/.netrc {home}/projects/secret-plans.txt; ls -A {home}; "
+                    "echo made > here.txt && cat here.txt")
+    out = res["output"]
+    assert_no_secret(out)
+    assert "ordinary notes" not in out and "# bashrc" not in out
+    assert out.rstrip().endswith("made") and (ws / "here.txt").read_text() == "made\n"
+    listed = out.split("No such file or directory\n")[-1].split()
+    assert listed[:-1] == [ws.relative_to(home).parts[0]], out  # only the way to the workspace
+    # The passwd entry's home is hidden too (this process's own, whatever $HOME says).
+    import pwd
+    passwd_home = pwd.getpwuid(os.getuid()).pw_dir
+    if os.path.isdir(passwd_home) and passwd_home != "/" and Path(passwd_home) not in ws.parents:
+        assert term(ctx, f"ls -A {passwd_home} | wc -l")["output"].strip() == "0"
+    for path in (home / "notes.txt", home / ".ssh" / "id_ed25519", home / ".aws" / "credentials"):
+        assert "error" in call(ctx, "read_file", path=str(path))
+    assert "error" not in call(ctx, "write_file", path="sub/x.txt", content="ok")
+    assert call(ctx, "read_file", path="here.txt")["content"].endswith("made")
 
 
 @needs_bwrap

@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -29,12 +30,15 @@ class NotifySocket:
         self.sock.settimeout(0.05)
         self.messages: list[tuple[float, list[str]]] = []
 
-    def read(self, seconds: float) -> None:
+    def read(self, seconds: float, done: threading.Event | None = None) -> None:
+        """Collect messages for ``seconds``, or until ``done`` is set and nothing more is waiting."""
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             try:
                 data = self.sock.recv(4096)
             except TimeoutError:
+                if done is not None and done.is_set():
+                    return
                 continue
             self.messages.append((time.monotonic(), data.decode().split("\n")))
 
@@ -124,6 +128,9 @@ def env(tmp_path: Path) -> dict[str, str]:
 def test_service_install_writes_a_user_unit_and_status_reports_it(tmp_path: Path, env: dict[str, str]) -> None:
     out = run_herald("service", "status", "--user", env=env)
     assert out.returncode == 1 and "not installed" in out.stderr
+    out = run_herald("service", "install", "--user", "--profile", "work", env=env)
+    assert out.returncode == 2 and "no profile 'work'" in out.stderr  # a unit for a profile that isn't there
+    assert run_herald("profile", "create", "work", env=env).returncode == 0
     out = run_herald("service", "install", "--user", "--profile", "work", env=env)
     assert out.returncode == 0, out.stderr
     unit = tmp_path / "config" / "systemd" / "user" / "herald-work.service"

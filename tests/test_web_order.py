@@ -4,8 +4,9 @@ then everything it caused (a command's answer, the "queued" notice, the reply).
 ``accept`` starts a command's task (and sends the "queued" notice) before it returns. Under load the POST
 handler can lose the loop right after ``accept`` for as long as the command takes; the adapter here is
 made to do exactly that, so a message logged after ``accept`` shows below its own answer, every time (the
-e2e tests in tests/e2e/test_web_order_e2e.py check the same through the real process, where the race is
-rarely lost).
+browser test, tests/e2e/test_web_browser.py::test_the_web_chat_in_a_browser, checks the same through the
+real process — ``/status`` sent during a running turn is answered below itself — where the race is rarely
+lost).
 """
 
 from __future__ import annotations

@@ -8,12 +8,17 @@ filesystem is the host's, read-only, except:
 - ``/tmp``: an empty private tmpfs for each command (``$TMPDIR``);
 - hidden paths: each hidden folder is covered with an empty read-only tmpfs, each hidden file with
   ``/dev/null`` (on a nodev bind it cannot even be opened). The gateway hides Herald's home (every
-  profile, ``.env``, ``web_token``, ``state.db``, media, logs), the config file, the database file,
-  the credential lock folder and ``tools.terminal.hidden_paths``. ``/run`` is hidden too (``/var/run``
+  profile, ``.env``, ``web_token``, ``state.db``, media, logs, backups), the config file, the database
+  file, the credential lock folder, the daemon user's home directory (``$HOME`` and the passwd entry's:
+  ~/.ssh, ~/.aws, ~/.netrc, ~/.config/gh, ~/.pgpass... and whatever else lives there; commands have the
+  network) and ``tools.terminal.hidden_paths``. ``/run`` is hidden too (``/var/run``
   is usually a link to it): a read-only bind still lets a process connect to the unix sockets there
   (docker.sock, the D-Bus buses, ``$XDG_RUNTIME_DIR``); only the real target of ``/etc/resolv.conf``
   is shown again when it lives there.
 - ``/dev`` is a minimal one (null, zero, random, tty, shm, ...), ``/proc`` that of the new PID namespace.
+
+Processes: each command may run at most ``tools.terminal.max_processes`` tasks (RLIMIT_NPROC, set inside
+the sandbox, never on the daemon); how the kernel counts them is in tools/processes.py.
 
 Mount order makes the workspace visible even inside a hidden folder (the default workspace is
 ``<profile home>/workspace``) while hidden paths inside the workspace stay hidden: hides, then the
@@ -39,6 +44,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from tools import processes
+from tools.processes import NprocScope
 
 Mode = Literal["bwrap", "none", "off"]
 
@@ -74,6 +82,8 @@ class SandboxPolicy:
     timeout: float = 120.0
     problem: str | None = None  # why mode is "off"
     bwrap: str = "bwrap"  # the binary's path (found on the daemon's PATH)
+    max_processes: int = 0  # tasks (processes and threads) one command may have; 0: no cap
+    nproc_scope: NprocScope = "none"
 
 
 # ---- the mode: is bubblewrap usable here? ------------------------------------------------------------
@@ -122,6 +132,7 @@ def resolve_mode(configured: str, network: bool = True) -> tuple[Mode, str | Non
 def reset_probe_cache() -> None:
     with _probe_lock:
         _probe_cache.clear()
+    processes.reset()
 
 
 def startup_problem(mode: Mode, problem: str | None) -> str | None:
@@ -149,11 +160,25 @@ def model_problem(problem: str | None) -> str:
 # ---- building a policy --------------------------------------------------------------------------------
 
 
+def daemon_homes() -> list[Path]:
+    """The daemon user's home directories: ``$HOME`` and the passwd entry's (they differ under ``sudo -u``
+    or a unit that sets HOME), leaving out ``/``, which is no one's private folder."""
+    found = [os.environ.get("HOME") or ""]
+    for uid in dict.fromkeys((os.getuid(), os.geteuid())):
+        try:
+            found.append(pwd.getpwuid(uid).pw_dir)
+        except KeyError:
+            pass
+    homes = [Path(h) for h in found if h and os.path.isabs(h)]
+    return [h for h in dict.fromkeys(homes) if os.path.realpath(h) != "/"]
+
+
 def default_hidden() -> list[Path]:
-    """What is hidden when no gateway said more: Herald's home and the credential lock folder."""
+    """What is hidden when no gateway said more: Herald's home, the credential lock folder and the daemon
+    user's home."""
     base = Path(os.environ.get("HERALD_HOME") or Path.home() / ".herald").expanduser()
     state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state").expanduser()
-    return [base, state / "herald"]
+    return [base, state / "herald", *daemon_homes()]
 
 
 def make_policy(terminal: Any, *, workspace: str | Path, hidden: Iterable[str | Path] = ()) -> SandboxPolicy:
@@ -165,7 +190,8 @@ def make_policy(terminal: Any, *, workspace: str | Path, hidden: Iterable[str | 
         workspace=Path(os.path.realpath(Path(workspace).expanduser())),
         hidden=tuple(dict.fromkeys(Path(p) for p in [*hidden, *extra])),
         network=terminal.network, env_passthrough=tuple(terminal.env_passthrough),
-        timeout=terminal.timeout_seconds,
+        timeout=terminal.timeout_seconds, max_processes=getattr(terminal, "max_processes", 0),
+        nproc_scope=processes.scope(mode, find_bwrap() or "bwrap") if mode != "off" else "none",
     )
 
 
@@ -238,7 +264,8 @@ def hidden_reason(real: str, view: list[tuple[str, str]]) -> str | None:
         return (f"{real} is in the host's /tmp, which the sandbox does not show (each command gets an empty /tmp "
                 "of its own; keep files in the workspace)")
     if kind in ("hide_dir", "hide_file"):
-        return f"{real} is hidden from the agent (Herald's own files, credentials and runtime sockets are)"
+        return (f"{real} is hidden from the agent (Herald's own files, the daemon user's home, credentials and "
+                "runtime sockets are)")
     return None
 
 
@@ -442,8 +469,14 @@ def child_env(policy: SandboxPolicy) -> dict[str, str]:
 
 
 def argv(command: str, policy: SandboxPolicy) -> list[str]:
-    """The command line that runs ``command`` with ``/bin/bash -c`` under ``policy``."""
+    """The command line that runs ``command`` with ``/bin/bash -c`` under ``policy``.
+
+    Blocks briefly (reads /proc) when the process cap is counted per user: call it off the event loop.
+    """
     shell = ["/bin/bash", "-c", command]
+    cap = processes.cap(policy.max_processes, policy.nproc_scope) if policy.mode != "off" else None
+    if cap is not None:
+        shell = processes.wrap(shell, cap)
     if policy.mode == "none":
         return shell
     if policy.mode != "bwrap":
@@ -511,8 +544,9 @@ async def run_sandboxed(command: str, policy: SandboxPolicy, timeout: float | No
         raise SandboxUnavailable(policy.problem or "no sandbox")
     ws = workspace_dir(policy)
     limit = policy.timeout if timeout is None else timeout
+    line = await asyncio.to_thread(argv, command, policy)
     proc = await asyncio.create_subprocess_exec(
-        *argv(command, policy), cwd=ws, env=child_env(policy), stdin=asyncio.subprocess.DEVNULL,
+        *line, cwd=ws, env=child_env(policy), stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
     try:
         async with asyncio.timeout(limit):

@@ -28,12 +28,13 @@ from gateway.access import AccessControl
 from gateway.approvals.hook import Request, TurnHook
 from gateway.approvals.store import ApprovalStore
 from gateway.approvals.text import (
-    decided_text,
+    decided_head,
     duration,
     exact_hash,
     expired_message,
     fenced,
-    redact_command,
+    shown_command,
+    shown_reason,
     who,
 )
 from gateway.config import ApprovalsConfig
@@ -42,6 +43,7 @@ from gateway.instance import Instance
 from gateway.metrics import NULL_METRICS, Metrics
 from gateway.platforms.base import Button, ButtonPress, Capabilities, OutboundMessage, PlatformAdapter, Source
 from gateway.ports import Adapters, Lifecycle, Notifier
+from gateway.rendering import chunk_text
 from tools.dangerous import Decision, matches_allowlist
 
 log = structlog.get_logger("herald.approvals")
@@ -52,6 +54,9 @@ LABELS = {"o": "Approve once", "s": "Approve for this session", "a": "Always app
 STYLES = {"o": "primary", "s": "default", "a": "default", "d": "danger"}
 SCHEDULED_LABELS = {"o": "Approve this script", "d": "Deny"}
 OPERATOR = "operator"  # decided_by of an answer given on the dashboard (the web token's holder)
+# A prompt is never cut: one longer than a message is sent in several (the buttons on the last). Past this many
+# messages nobody reads it through, so the command is refused instead of shown.
+MAX_PROMPT_MESSAGES = 5
 
 
 class ApprovalBroker:
@@ -80,7 +85,10 @@ class ApprovalBroker:
         return self.life.loop
 
     def display(self, command: str) -> str:
-        return redact_command(command, self._secret_values())
+        return shown_command(command, self._secret_values())
+
+    def reason(self, reason: str) -> str:
+        return shown_reason(reason, self._secret_values())
 
     # ---- start: state from the database, stale prompts resolved ------------------------------------
 
@@ -109,7 +117,8 @@ class ApprovalBroker:
                     break
                 await asyncio.sleep(0.1)
             if row["prompt_message_id"]:
-                text = decided_text(row["command"], "denied", None, None, "restart", self.timeout_seconds)
+                head = decided_head("denied", None, None, "restart", self.timeout_seconds)
+                text = self._fitted(adapter, head, row["command"], row["id"])
                 await self._edit(adapter, row["chat_id"], row["prompt_message_id"], text, row["thread_id"])
             source = Source(row["platform"], row["chat_id"], row["requested_by"] or "", thread_id=row["thread_id"])
             await self.notifier.notify(source, "⚠️ Herald restarted while this command was waiting for approval, "
@@ -152,7 +161,11 @@ class ApprovalBroker:
                 return
             labels = SCHEDULED_LABELS if req.scheduled else LABELS
             buttons = [Button(f"{BUTTON_PREFIX}:{req.id}:{c}", labels[c], STYLES[c]) for c in labels]  # type: ignore[arg-type]
-            out = OutboundMessage(self._prompt_text(req), buttons=buttons if adapter.capabilities.buttons else [],
+            text = self._prompt_text(req, adapter)
+            if text is None:
+                await self._too_long(req)
+                return
+            out = OutboundMessage(text, buttons=buttons if adapter.capabilities.buttons else [],
                                   thread_id=req.source.thread_id)
             report = await self.delivery.deliver(adapter, req.source.chat_id, out)
             if report.failed or not report.message_ids:
@@ -160,8 +173,11 @@ class ApprovalBroker:
                                    "Not run: the approval prompt could not be shown in the chat.")
                 return
             req.prompt_message_id = report.message_ids[-1]
+            # Answered before the prompt had its id: nobody could edit it, so it is edited here. (One answered
+            # from here on edits it itself.)
+            unedited = req.final_text is not None
             await self.store.set_prompt(req.id, req.prompt_message_id)
-            if req.final_text is not None:  # answered before the prompt had its id: edit it now
+            if unedited and req.final_text is not None:
                 await self._edit(adapter, req.source.chat_id, req.prompt_message_id, req.final_text,
                                  req.source.thread_id)
         except Exception as exc:
@@ -182,7 +198,10 @@ class ApprovalBroker:
             return None
         if self.cfg.mode == "off":
             return "approved", "off", "Ran without asking (approvals.mode is off)."
-        if matches_allowlist(req.command, self.cfg.allow):
+        # approvals.allow names commands, not files: it never covers one that runs a file the agent can rewrite.
+        covered = (req.verdict.covered_by(self.cfg.allow) if req.verdict is not None
+                   else matches_allowlist(req.command, self.cfg.allow))
+        if covered and not (req.deps is not None and req.deps.changeable):
             return "approved", "allow", "Ran without asking (listed in approvals.allow)."
         if req.hash in self._always:
             return "approved", "always", "Ran without asking (always approved earlier)."
@@ -195,11 +214,38 @@ class ApprovalBroker:
                                     "deny. Say in your answer that this step needs a person.")
         return None
 
-    def _prompt_text(self, req: Request) -> str:
-        waiting = self.pending_in_chat(req.source.platform, req.source.chat_id)
-        adapter = self.adapters.get(req.source.platform)
-        caps = adapter.capabilities if adapter is not None else Capabilities()
-        hint = caps.command("approve", req.id if len(waiting) > 1 else "")
+    def _messages(self, adapter: PlatformAdapter, text: str) -> int:
+        """How many messages delivery will send ``text`` in."""
+        return len(chunk_text(adapter.render(text), adapter.capabilities.max_message_length, adapter.measure))
+
+    def _prompt_text(self, req: Request, adapter: PlatformAdapter) -> str | None:
+        """The whole prompt (the command never cut), or None when it would take more than MAX_PROMPT_MESSAGES."""
+        several = len(self.pending_in_chat(req.source.platform, req.source.chat_id)) > 1
+        text = self._compose(req, adapter.capabilities, several)
+        count = self._messages(adapter, text)
+        if count > 1 and not several:
+            # Split over messages: the last one (with the buttons) names the id, so /approve ID works from there.
+            text = self._compose(req, adapter.capabilities, True)
+            count = self._messages(adapter, text)
+        return text if count <= MAX_PROMPT_MESSAGES else None
+
+    async def _too_long(self, req: Request) -> None:
+        chars = len(req.display)
+        await self._decide(req, "denied", None, None, "too_long", (
+            f"Not run: the command is {chars} characters long, too long to show in the chat for approval (a person "
+            "must be able to read all of what runs). Split the work into shorter commands."))
+        await self.notifier.notify(req.source, f"⚠️ The agent wanted to run a command needing approval that is too long "
+                                               f"to show here ({chars} characters), so it was not run.")
+
+    def _fitted(self, adapter: PlatformAdapter, head: str, display: str, approval_id: str) -> str:
+        """A decided prompt's text for the edit of its last message: with the command when that fits in one."""
+        text = f"{head}\n{fenced(display)}"
+        if self._messages(adapter, text) <= 1:
+            return text
+        return f"{head} (approval {approval_id}: the command is in the message above)"
+
+    def _compose(self, req: Request, caps: Capabilities, name_id: bool) -> str:
+        hint = caps.command("approve", req.id if name_id else "")
         deny = caps.command("deny")
         if req.scheduled:
             return (f"⚠️ Approval needed (id {req.id})\n"
@@ -208,9 +254,13 @@ class ApprovalBroker:
                     f"Answer with the buttons, or {hint}, or {deny}. Approving covers this script in this job only "
                     "(a changed script is asked again). "
                     f"It is denied if nobody answers within {duration(self.timeout_seconds)}.")
+        files = ""
+        if req.deps is not None and req.deps.files:
+            files = (f"Approving for the session or always covers it only while these stay unchanged: "
+                     f"{req.deps.names()}.\n")
         return (f"⚠️ Approval needed (id {req.id})\n"
                 f"The agent wants to run:\n{fenced(req.display)}\n"
-                f"Why it asks: {req.reason}.\n"
+                f"Why it asks: {req.reason}.\n{files}"
                 f"Answer with the buttons, or {hint} (add `session` or `always`), or {deny}. "
                 f"It is denied if nobody answers within {duration(self.timeout_seconds)}.")
 
@@ -266,9 +316,10 @@ class ApprovalBroker:
         except Exception:
             log.exception("approval_store_failed", approval_id=req.id)
         # A scheduled script's approval reads "Approved by …": "once" would suggest it runs once.
-        req.final_text = decided_text(req.display, status, None if req.scheduled else scope, by_name, via,
-                                      self.timeout_seconds)
+        head = decided_head(status, None if req.scheduled else scope, by_name, via, self.timeout_seconds)
         adapter = self.adapters.get(req.source.platform)
+        req.final_text = (self._fitted(adapter, head, req.display, req.id) if adapter is not None
+                          else f"{head}\n{fenced(req.display)}")
         if adapter is not None and req.prompt_message_id is not None:
             await self._edit(adapter, req.source.chat_id, req.prompt_message_id, req.final_text, req.source.thread_id)
         if status == "approved" and scope in ("session", "always") and via != "auto":

@@ -20,7 +20,12 @@ async def _answer_from_chat(broker: ApprovalBroker, ctx: CommandContext, deny: b
     if ident is None:
         if not waiting:
             return "Nothing is waiting for approval here."
-        ident = waiting[0].id
+        # The oldest this sender may answer: another person's request that they may not decide is no default.
+        theirs = [r for r in waiting if broker.may_decide(r, source, ctx.adapter.trusted)]
+        if not theirs:
+            return (f"You can't answer what is waiting here ({', '.join(r.id for r in waiting)}): only the person "
+                    "who asked (if they may use this bot) or a configured approver can. Nothing was changed.")
+        ident = theirs[0].id
     choice = "d" if deny else {"once": "o", "session": "s", "always": "a"}[scope]
     notice = await broker.decide(ident, choice, source, "command", ctx.adapter.trusted)
     left = [r.id for r in broker.pending_in_chat(ctx.adapter.name, source.chat_id)]

@@ -23,9 +23,15 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import structlog
+
+from gateway.approvals import reads
 from gateway.approvals.text import command_hash, expired_message
 from gateway.platforms.base import Source
 from tools.dangerous import Decision, Verdict
+from tools.sandbox import SandboxPolicy, context_policy, hidden_reason, layers
+
+log = structlog.get_logger("herald.approvals")
 
 POLL_SECONDS = 0.1
 
@@ -49,10 +55,15 @@ class Request:
     final_text: str | None = None  # the prompt's edited text once decided
     deadline: float = 0.0  # time.monotonic() when silence becomes "expired"
     decided_by: str | None = None  # "platform:user_id" of the person who answered (set before the future)
+    # The classifier's verdict, for approvals.allow (matched per simple command, in the workspace it ran in).
+    verdict: Verdict | None = field(default=None, repr=False)
+    deps: reads.Dependencies | None = None  # the files the command's meaning depends on (reads.py)
 
     @property
     def hash(self) -> str:
-        return command_hash(self.command)
+        """The grant key: the command, and the digest of each file its meaning depends on."""
+        digest = command_hash(self.command)
+        return self.deps.key(digest) if self.deps is not None else digest
 
 
 def new_id() -> str:
@@ -70,6 +81,8 @@ class LoopSide(Protocol):
 
     def display(self, command: str) -> str: ...
 
+    def reason(self, reason: str) -> str: ...
+
     def begin(self, req: Request) -> Coroutine[Any, Any, None]: ...
 
     def interrupted(self, req: Request) -> Coroutine[Any, Any, None]: ...
@@ -79,6 +92,17 @@ class LoopSide(Protocol):
 
 def _shutting_down() -> Decision:
     return Decision("denied", "Not run: the gateway is shutting down, so nobody can approve it.")
+
+
+def _policy(ctx: Any) -> SandboxPolicy | None:
+    try:
+        return context_policy(ctx)
+    except AttributeError:  # a context without tools config (tests driving the hook by hand)
+        return None
+
+
+HIDDEN_READ = ("it runs a file the agent's sandbox does not show (the classifier's detail would quote it, so it is "
+               "not shown)")
 
 
 class TurnHook:
@@ -105,10 +129,20 @@ class TurnHook:
         if source is None:
             source = Source("cron", self.session_key, "", chat_type="channel")
             cron = True
+        policy = _policy(ctx)
+        deps = reads.take(command, str(policy.workspace) if policy is not None else None)
+        # The classifier's words may quote a file it read: masked before the prompt, the log or the audit row,
+        # and withheld whole when it read a file the agent may not see (the classifier runs outside the sandbox).
+        reason = self.broker.reason(verdict.reason or "")
+        if policy is not None:
+            view = layers(policy)
+            if any(hidden_reason(path, view) is not None for path in deps.read):
+                reason = HIDDEN_READ
         req = Request(
-            id=new_id(), command=command, display=self.broker.display(command), reason=verdict.reason or "",
+            id=new_id(), command=command, display=self.broker.display(command), reason=reason,
             level=verdict.level, session_key=self.session_key, source=source, turn_id=self.turn_id, cron=cron,
-            scheduled=scheduled, deadline=time.monotonic() + self.broker.timeout_seconds,
+            scheduled=scheduled, deadline=time.monotonic() + self.broker.timeout_seconds, verdict=verdict,
+            deps=deps,
         )
         if loop is None or loop.is_closed():
             return _shutting_down()
@@ -123,14 +157,29 @@ class TurnHook:
         interrupt = getattr(ctx, "interrupt", None)
         slot = (getattr(ctx, "extras", None) or {}).get("turn_slot")
         if req.future.done():
-            return req.future.result()
+            return self._still_same(req, req.future.result())
         if slot is not None:
             slot.lend()
         try:
-            return self._wait(req, ctx, interrupt)
+            decision = self._wait(req, ctx, interrupt)
         finally:
             if slot is not None:
                 slot.take_back(interrupt)
+        return self._still_same(req, decision)
+
+    @staticmethod
+    def _still_same(req: Request, decision: Decision) -> Decision:
+        """An approval covers the files as they were when it was asked: one changed since (another call of the
+        batch wrote it) voids it, so what runs is what was approved."""
+        if not decision.approved or req.deps is None or not req.deps.files or req.scheduled:
+            return decision
+        now = reads.take(req.command, req.deps.workspace)
+        if now.files == req.deps.files:
+            return decision
+        log.warning("approval_voided", approval_id=req.id, session_key=req.session_key,
+                    reason="files changed since it was asked")
+        return Decision("denied", f"Not run: {req.deps.changed(now)} changed after approval was asked, so the "
+                                  "approval does not cover what would run now. Run the command again to ask anew.")
 
     def _wait(self, req: Request, ctx: Any, interrupt: Any) -> Decision:
         while True:

@@ -1,21 +1,37 @@
-"""What people read about approvals: commands with secrets masked, prompts, outcomes."""
+"""What people read about approvals: the command as it runs, prompts, outcomes.
+
+The approver must see what runs, so the command is shown whole and as written (normalised: ANSI escapes and
+invisible characters out, whitespace collapsed — see ``tools.dangerous.normalize``). Only the exact values
+of configured secrets are masked, and never inside code that runs to compute a word (``$(…)``, backticks,
+``<(…)``/``>(…)``): a generic "looks like a token" rule would let ``export TOKEN="$(curl …|sh)"`` be shown as
+``export TOKEN=[REDACTED]``. Nothing is cut: a prompt longer than one message is chunked by delivery, and
+one too long to read in a few messages is refused instead (broker.py).
+
+Reasons come from the classifier and may quote a file it read: they go through ``redact()`` and the
+configured secrets before anyone sees them (``shown_reason``).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import re
+import threading
+from collections.abc import Iterable
+from urllib.parse import quote
+
+import tree_sitter_bash
+from tree_sitter import Language, Node, Parser
 
 from gateway.platforms.base import Source
 from tools.dangerous import normalize
 
-MAX_SHOWN = 600
-
-_SECRETISH = re.compile(
-    r"(?i)(?P<k>(?:password|passwd|pwd|token|secret|api[_-]?key|access[_-]?key|auth)[\w-]*)(?P<sep>=|:\s*|\s+)"
-    r"(?P<v>\"[^\"]*\"|'[^']*'|[^\s'\"]+)"
-)
-_URL_CREDENTIALS = re.compile(r"(?P<pre>://[^/\s:@]+:)[^/\s@]+@")
-_AUTH_HEADER = re.compile(r"(?i)(authorization:\s*(?:bearer|basic|token)\s+)\S+")
+# A configured secret shorter than this is not masked in a command: it would match ordinary words and paths
+# and hide what runs.
+MIN_MASKED = 6
+_CODE_NODES = ("command_substitution", "process_substitution")
+_OPENERS = re.compile(r"\$\(|`|[<>]\(")
+_LANGUAGE = Language(tree_sitter_bash.language())
+_local = threading.local()
 
 
 def command_hash(command: str) -> str:
@@ -27,22 +43,73 @@ def exact_hash(command: str) -> str:
     return hashlib.sha256(command.encode()).hexdigest()
 
 
-def redact_command(command: str, secret_values: list[str] | None = None) -> str:
-    """The command as people see it: secrets masked, very long commands shortened in the middle."""
-    from gateway.logs import REDACTED, redact
+def _parser() -> Parser:
+    parser = getattr(_local, "parser", None)
+    if parser is None:
+        parser = _local.parser = Parser(_LANGUAGE)
+    return parser
+
+
+def code_spans(text: str) -> list[tuple[int, int]]:
+    """Character ranges of ``text`` that are code run to compute a word: ``$(…)``, backticks, ``<(…)``, ``>(…)``.
+
+    Text the parser cannot read whole counts as code from the first such opener to the end.
+    """
+    if not _OPENERS.search(text):
+        return []
+    data = text.encode()
+    tree = _parser().parse(data)
+    if tree.root_node.has_error:
+        first = _OPENERS.search(text)
+        return [(first.start(), len(text))] if first else []
+    spans: list[tuple[int, int]] = []
+    stack: list[Node] = [tree.root_node]
+    while stack:
+        node = stack.pop()
+        if node.type in _CODE_NODES:
+            # Byte offsets to character offsets (the text may hold non-ASCII characters).
+            spans.append((len(data[: node.start_byte].decode(errors="replace")),
+                          len(data[: node.end_byte].decode(errors="replace"))))
+            continue  # nested ones lie inside this span anyway
+        stack.extend(node.children)
+    return spans
+
+
+def shown_command(command: str, secret_values: Iterable[str] | None = None) -> str:
+    """The command as the approver sees it: whole, with only configured secrets' exact values masked, and
+    those only outside code that runs to compute a word."""
+    from gateway.logs import REDACTED
 
     text = normalize(command)
+    values: set[str] = set()
     for value in secret_values or ():
-        if value and len(value) >= 6:
-            text = text.replace(value, REDACTED)
-    text = _AUTH_HEADER.sub(lambda m: m.group(1) + REDACTED, text)
-    text = _URL_CREDENTIALS.sub(lambda m: m.group("pre") + REDACTED + "@", text)
-    text = _SECRETISH.sub(lambda m: m.group("k") + m.group("sep") + REDACTED, text)
-    text = redact(text)
-    if len(text) > MAX_SHOWN:
-        head, tail = text[:400], text[-150:]
-        text = f"{head} … [{len(text) - 550} characters not shown] … {tail}"
-    return text
+        value = (value or "").strip()
+        if len(value) >= MIN_MASKED:
+            values |= {value, quote(value, safe="")}
+    present = [v for v in values if v in text]
+    if not present:
+        return text
+    spans = code_spans(text)
+    pattern = re.compile("|".join(re.escape(v) for v in sorted(present, key=len, reverse=True)))
+
+    def mask(m: re.Match[str]) -> str:
+        if any(m.start() < end and start < m.end() for start, end in spans):
+            return m.group(0)
+        return REDACTED
+
+    return pattern.sub(mask, text)
+
+
+def shown_reason(reason: str, secret_values: Iterable[str] | None = None) -> str:
+    """A classifier's reason as people see it: it may quote words of a file the classifier read, so known
+    token shapes (``redact()``) and configured secrets' values are masked."""
+    from gateway.logs import REDACTED, redact
+
+    text = reason
+    for value in sorted({(v or "").strip() for v in secret_values or ()}, key=len, reverse=True):
+        if len(value) >= 4:
+            text = text.replace(value, REDACTED).replace(quote(value, safe=""), REDACTED)
+    return redact(text)
 
 
 def fenced(text: str) -> str:
@@ -64,15 +131,15 @@ def duration(seconds: float) -> str:
     return f"{minutes:g} minute{'s' if minutes != 1 else ''}"
 
 
-def decided_text(display: str, status: str, scope: str | None, by: str | None, via: str, timeout: float) -> str:
-    """The prompt's text once it is decided (the buttons go)."""
+def decided_head(status: str, scope: str | None, by: str | None, via: str, timeout: float) -> str:
+    """The first line of a decided prompt: what happened and who decided."""
     if status == "approved":
         what = {"once": "Approved once", "session": "Approved for this session",
                 "always": "Always approved"}.get(scope or "", "Approved")
         head = f"✅ {what} by {by}"
     elif status == "expired":
         head = f"⌛ Expired — denied (nobody answered within {duration(timeout)})"
-    elif via in ("button", "command"):
+    elif via in ("button", "command", "dashboard"):
         head = f"🚫 Denied by {by}"
     elif via == "stop":
         head = "🚫 Denied — the turn was stopped (/stop)"
@@ -84,7 +151,12 @@ def decided_text(display: str, status: str, scope: str | None, by: str | None, v
         head = "🚫 Denied — Herald restarted before anyone answered"
     else:
         head = "🚫 Denied"
-    return f"{head}\n{fenced(display)}"
+    return head
+
+
+def decided_text(display: str, status: str, scope: str | None, by: str | None, via: str, timeout: float) -> str:
+    """The prompt's text once it is decided (the buttons go)."""
+    return f"{decided_head(status, scope, by, via, timeout)}\n{fenced(display)}"
 
 
 def expired_message(timeout: float) -> str:

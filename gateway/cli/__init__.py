@@ -61,6 +61,13 @@ app.add_typer(db.app, name="db")
 
 
 def main() -> None:
+    import os
+
+    from gateway.filemodes import PRIVATE_UMASK
+
+    # Whatever a command writes in the home (the home itself, the web token, the SQLite file a first `cron add`
+    # makes, a backup) is for this user alone, as under `herald run` (gateway/filemodes.py).
+    os.umask(PRIVATE_UMASK)
     try:
         app()
     except ConfigError as exc:

@@ -13,11 +13,14 @@ Exit codes, the same for every subcommand (``herald --help`` says so too):
 
 from __future__ import annotations
 
+import os
+import stat
+from pathlib import Path
 from typing import NoReturn
 
 import typer
 
-from gateway.config import Config, ConfigError, Paths, load_config, profile_names, resolve_paths
+from gateway.config import Config, ConfigError, Paths, herald_base, load_config, resolve_paths
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -54,11 +57,32 @@ def paths_for(config_override: str | None = None) -> Paths:
         paths = resolve_paths(state.profile, config_override or state.config)
     except ConfigError as exc:
         fail_config(exc)
-    if paths.profile != "default" and not paths.home.is_dir():
-        names = ", ".join(["default", *profile_names()])
-        fail(f"no profile {paths.profile!r} (profiles: {names}); create it with: herald profile create "
-             f"{paths.profile}", EXIT_USAGE)
+    require_profile(paths.profile)
     return paths
+
+
+def require_profile(name: str | None, base: Path | None = None, create_hint: str = "herald profile create") -> None:
+    """An unknown profile is a usage error (exit 2) listing the profiles there are under ``base`` (default
+    $HERALD_HOME), instead of silently starting an empty one. A ``base`` this user may not look into (a
+    system unit's /var/lib/herald, read as another user) cannot be judged from here and passes."""
+    if not name or name == "default":
+        return
+    if not name.replace("-", "").replace("_", "").isalnum():
+        fail(f"profile: {name!r} is not a valid profile name (letters, digits, - and _)", EXIT_USAGE)
+    root = (base if base is not None else herald_base()) / "profiles"
+    try:
+        if stat.S_ISDIR(os.stat(root / name).st_mode):
+            return
+    except PermissionError:
+        return
+    except OSError:
+        pass
+    try:
+        names = sorted(p.name for p in root.iterdir() if p.is_dir())
+    except OSError:
+        names = []
+    fail(f"no profile {name!r} (profiles: {', '.join(['default', *names])}); create it with: {create_hint} "
+         f"{name}", EXIT_USAGE)
 
 
 def load(config_override: str | None = None) -> tuple[Config, Paths]:
@@ -67,3 +91,19 @@ def load(config_override: str | None = None) -> tuple[Config, Paths]:
         return load_config(paths), paths
     except ConfigError as exc:
         fail_config(exc)
+
+
+def load_checked(config: str | None) -> tuple[Config, Paths, list[str], frozenset[str]]:
+    """This profile's config for start-up's checks. A config that does not validate does not hide the other
+    problems: its schema problems are returned, and the sections that have them are replaced by their
+    defaults (their names in the last item) so the checks that do not read them still run."""
+    from gateway import preflight as checks
+
+    paths = paths_for(config)
+    try:
+        return load_config(paths), paths, [], frozenset()
+    except ConfigError as exc:
+        salvaged = checks.salvage(paths)
+        if salvaged is None:  # not even a mapping of keys: nothing else can be checked
+            fail_config(exc)
+        return salvaged[0], paths, exc.problems, salvaged[1]

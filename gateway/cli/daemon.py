@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from gateway.cli.common import EXIT_FAILED, EXIT_USAGE, load
+from gateway.cli.common import EXIT_FAILED, EXIT_USAGE, fail, load, load_checked
 from gateway.config import Config, ConfigError, Paths, configured_secrets
 
 app = typer.Typer()
@@ -24,36 +24,53 @@ def workspace_problem(cfg: Config, paths: Paths) -> None:
     sandboxing.workspace(cfg, paths)
 
 
-def preflight(cfg: Config, paths: Paths, create_home: bool) -> None:
-    """Every problem that stops a start, each one line; exits (2, or 1 if only the world failed) when there
-    are any, after printing them all."""
+def preflight(cfg: Config, paths: Paths, create_home: bool, schema: list[str] | None = None,
+              skip: frozenset[str] = frozenset()) -> None:
+    """Every problem that stops a start, each one line (``schema``: the config's validation problems, first);
+    exits (2, or 1 if only the world failed) when there are any, after printing them all."""
     from gateway import preflight as checks
 
-    problems = asyncio.run(checks.check(cfg, paths, create_home=create_home))
-    try:
-        workspace_problem(cfg, paths)
-    except ConfigError as exc:
-        problems.append(checks.Problem("tools.terminal.cwd", str(exc).removeprefix("tools.terminal.cwd: ")))
+    problems = asyncio.run(checks.check(cfg, paths, create_home=create_home and not schema, skip=skip))
+    if "tools" not in skip:
+        try:
+            workspace_problem(cfg, paths)
+        except ConfigError as exc:
+            problems.append(checks.Problem("tools.terminal.cwd", str(exc).removeprefix("tools.terminal.cwd: ")))
+    for line in schema or []:
+        typer.echo(f"herald: config error: {line}", err=True)
     for problem in problems:
         kind = "cannot start" if problem.runtime else "config error"
         typer.echo(f"herald: {kind}: {problem}", err=True)
-    if problems:
-        raise typer.Exit(EXIT_USAGE if any(not p.runtime for p in problems) else EXIT_FAILED)
+    unchecked = sorted(checks.gated(skip))
+    if unchecked:  # not a problem of its own: what the lines above kept from being checked
+        typer.echo(f"herald: not checked until fixed: {', '.join(unchecked)} (run again then)", err=True)
+    if schema or problems:
+        raise typer.Exit(EXIT_USAGE if schema or any(not p.runtime for p in problems) else EXIT_FAILED)
 
 
 @app.command()
 def run(config: Annotated[str | None, typer.Option("--config", "-c", help="path to config.yaml")] = None) -> None:
     """Run the gateway daemon in the foreground."""
-    cfg, paths = load(config)
-    preflight(cfg, paths, create_home=True)
+    cfg, paths, schema, skip = load_checked(config)
+    preflight(cfg, paths, create_home=True, schema=schema, skip=skip)
     from gateway.filemodes import secure_home
-    from gateway.logs import configure_logging, get_logger
+    from gateway.logs import configure_logging, get_logger, hold_stderr
 
     # First, before anything is created: umask 077, the home 0700, looser files left from before tightened.
     tightened = secure_home(paths, cfg.database.url)
-    configure_logging(paths.logs_dir, cfg.logging.level, secrets=configured_secrets(cfg),
-                      console=cfg.logging.format == "console", file=cfg.logging.file,
-                      max_bytes=cfg.logging.max_bytes, backups=cfg.logging.backups)
+    try:
+        configure_logging(paths.logs_dir, cfg.logging.level, secrets=configured_secrets(cfg),
+                          console=cfg.logging.format == "console", file=cfg.logging.file,
+                          max_bytes=cfg.logging.max_bytes, backups=cfg.logging.backups)
+    except OSError as exc:  # the log folder changed since the checks above
+        from gateway import preflight as checks
+
+        problem = checks.file_problem(paths, exc) or checks.Problem("logging", str(exc))
+        fail(f"config error: {problem}", EXIT_USAGE)
+    # Start-up's log lines wait: a start that fails ends in one line of its own (the rest is in the log file).
+    # Without a log file stderr is the only record (journald keeps it): nothing is held back then.
+    if cfg.logging.file:
+        hold_stderr()
     if tightened:
         get_logger("herald").info("file_modes_tightened", paths=tightened)
     # The loop gives up the GIL at every socket call and must win it back from busy turn threads; at the
@@ -69,37 +86,30 @@ def run(config: Annotated[str | None, typer.Option("--config", "-c", help="path 
 
 
 async def _serve(cfg: Config, paths: Paths) -> int:
-    from gateway.logs import add_secret, get_logger
+    from gateway.logs import add_secret, get_logger, release_stderr
     from gateway.runner import GatewayRunner
 
     log = get_logger("herald")
-    runner = GatewayRunner(cfg, paths)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, runner.stop_event.set)
+    runner: GatewayRunner | None = None
     try:
+        runner = GatewayRunner(cfg, paths)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, runner.stop_event.set)
         await runner.start()
     except Exception as exc:
-        # One line naming what failed and what to check; the traceback goes to the log file only.
-        from gateway import preflight as checks
-
-        problem = checks.describe_failure(cfg, paths, exc)
-        if problem is not None:
-            line, code = f"{'cannot start' if problem.runtime else 'config error'}: {problem}", (
-                EXIT_FAILED if problem.runtime else EXIT_USAGE)
-        elif isinstance(exc, OSError):
-            line, code = f"could not start: {exc}", EXIT_FAILED
-        else:
-            where = paths.logs_dir / "herald.log" if cfg.logging.file else "the log on stderr"
-            line, code = (f"could not start: {type(exc).__name__}: {exc} (the traceback is in "
-                          f"{where})"), EXIT_FAILED
-        log.error("startup_failed", error=line, exc_info=problem is None and not isinstance(exc, OSError))
+        line, code = _failure_line(cfg, paths, exc)
+        # The traceback goes to the log file only; stderr gets the one line below.
+        log.error("startup_failed", error=line, exc_info=True)
+        if runner is not None:
+            try:
+                await runner.shutdown()
+            except Exception as stop_exc:
+                log.warning("shutdown_after_failed_start", error=str(stop_exc))
+        release_stderr(write=False)
         typer.echo(f"herald: {line}", err=True)
-        try:
-            await runner.shutdown()
-        except Exception as stop_exc:
-            log.warning("shutdown_after_failed_start", error=str(stop_exc))
         return code
+    release_stderr()
     web = runner.adapters.get("web")
     from gateway.cli.web import chat_url
 
@@ -126,14 +136,28 @@ async def _serve(cfg: Config, paths: Paths) -> int:
     return 0
 
 
+def _failure_line(cfg: Config, paths: Paths, exc: BaseException) -> tuple[str, int]:
+    """A failed start as one line naming what failed and what to do, and its exit status (module doc of
+    gateway/cli/common.py: 1 the world, 2 the configuration)."""
+    from gateway import preflight as checks
+
+    problem = checks.describe_failure(cfg, paths, exc)
+    if problem is not None:
+        kind = "cannot start" if problem.runtime else "config error"
+        return f"{kind}: {problem}", EXIT_FAILED if problem.runtime else EXIT_USAGE
+    where = paths.logs_dir / "herald.log" if cfg.logging.file else "the log lines above"
+    return (f"could not start: {type(exc).__name__}: {exc}: the traceback is in {where}; herald doctor checks "
+            "the whole installation"), EXIT_FAILED
+
+
 @app.command("check-config")
 def check_config(config: Annotated[str | None, typer.Option("--config", "-c")] = None) -> None:
     """Run start-up's checks without starting (config, home, database, platform secrets, model): every
     problem with its key path; exit 2 (1 if only the database did not answer)."""
-    cfg, paths = load(config)
+    cfg, paths, schema, skip = load_checked(config)
     from gateway import sandboxing
 
-    preflight(cfg, paths, create_home=False)
+    preflight(cfg, paths, create_home=False, schema=schema, skip=skip)
     where = paths.config_file if paths.config_file.exists() else "embedded defaults"
     typer.echo(f"config ok ({where}); home {paths.home}; model {cfg.model.name or 'not configured'}")
     for line in sandboxing.warnings(cfg):

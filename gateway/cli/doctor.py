@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from gateway.cli.common import EXIT_FAILED, load
+from gateway.cli.common import EXIT_FAILED, load_checked
 
 MARKS = {"ok": "✓", "warn": "!", "fail": "✗"}
 
@@ -25,8 +25,8 @@ def doctor(
     the sandbox runs `true`, the home's permissions, free disk, the clock. Exit 0 only when all pass."""
     from gateway.doctor import Doctor
 
-    cfg, paths = load(config)
-    checks = asyncio.run(Doctor(cfg, paths, timeout=timeout).run())
+    cfg, paths, schema, skip = load_checked(config)
+    checks = asyncio.run(Doctor(cfg, paths, timeout=timeout, schema=schema, skip=skip).run())
     failed = [c for c in checks if c.status == "fail"]
     if as_json:
         typer.echo(json.dumps({"ok": not failed, "profile": paths.profile, "checks": [c.to_dict() for c in checks]},

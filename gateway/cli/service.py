@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from gateway.cli.common import EXIT_FAILED, fail, state
+from gateway.cli.common import EXIT_FAILED, fail, require_profile, state
 
 app = typer.Typer(no_args_is_help=True, help="The systemd unit: install it (system or --user), show its state.")
 
@@ -18,8 +18,21 @@ UserOpt = Annotated[bool, typer.Option("--user", help="a user unit (~/.config/sy
 ProfileOpt = Annotated[str | None, typer.Option("--profile", "-p", help="the profile the unit runs")]
 
 
-def _profile(profile: str | None) -> str | None:
-    return profile or state.profile or os.environ.get("HERALD_PROFILE") or None
+def _profile(profile: str | None, user: bool, run_as: str = "herald") -> str | None:
+    """The profile the unit runs, which must exist where that unit keeps its state: your $HERALD_HOME for a
+    user unit, /var/lib/herald for a system one (an unknown one fails with exit 2, as everywhere)."""
+    from gateway.config import herald_base
+    from gateway.service import SYSTEM_HOME, herald_executable
+
+    profile = profile or state.profile or os.environ.get("HERALD_PROFILE") or None
+    if profile == "default":
+        return None
+    if user:
+        require_profile(profile, herald_base())
+    else:
+        require_profile(profile, Path(SYSTEM_HOME), create_hint=f"sudo -u {run_as} env HERALD_HOME={SYSTEM_HOME} "
+                                                                f"{herald_executable()} profile create")
+    return profile
 
 
 def _unit_path(user: bool, profile: str | None, directory: str | None) -> Path:
@@ -53,7 +66,7 @@ def install(
     from gateway.config import herald_base
     from gateway.service import SYSTEM_HOME, Unit, herald_executable
 
-    profile = _profile(profile)
+    profile = _profile(profile, user, run_as)
     home = str(herald_base()) if user else SYSTEM_HOME
     unit = Unit("user" if user else "system", herald_executable(), profile=profile, run_as=run_as, home=home)
     text = unit.render()
@@ -97,7 +110,7 @@ def status(user: UserOpt = False, profile: ProfileOpt = None,
            directory: Annotated[str | None, typer.Option("--dir", help="where the unit was written")] = None) -> None:
     """Show the unit and what systemd says of it (state, Herald's status line, restarts); exit 0 only when it
     is active."""
-    profile = _profile(profile)
+    profile = _profile(profile, user)
     path = _unit_path(user, profile, directory)
     from gateway.service import unit_name
 

@@ -55,9 +55,28 @@ def web_url(
         fail(f"cannot read or create the web token {paths.web_token_file}: {exc.strerror or exc}; "
              "check that this user may write there", 1)
     typer.echo(f"{chat_url(cfg, host=host)}#token={token}")
-    if (not host and cfg.http.host in ("127.0.0.1", "localhost", "::1")
-            and os.environ.get("SSH_CONNECTION")):
-        port = cfg.http.port
+    # The address, on stdout, is for scripts; why it may not open from elsewhere goes to stderr.
+    if not is_loopback(cfg.http.host):
+        return
+    port = cfg.http.port
+    if host and not is_loopback(host):
+        typer.echo(f"note: Herald listens on {cfg.http.host} only, so {host}:{port} cannot be reached from other "
+                   f"machines. Forward the port from your computer (ssh -L {port}:127.0.0.1:{port} {host}) and open "
+                   f"{chat_url(cfg, host='127.0.0.1')}#token=… there, or set http.host (0.0.0.0: every interface) "
+                   "and restart Herald.", err=True)
+    elif not host and os.environ.get("SSH_CONNECTION"):
         typer.echo(f"note: Herald listens on {cfg.http.host} only. From your own computer, forward the port "
                    f"first (ssh -L {port}:127.0.0.1:{port} THIS-MACHINE) and open the address above there.",
                    err=True)
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 or localhost: reachable from this machine only."""
+    import ipaddress
+
+    if host.strip("[]").lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -127,8 +127,11 @@ class Herald:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-                raise AssertionError(f"herald did not become ready in {START_TIMEOUT}s:\n{self.stderr()[-3000:]}")
-            if "could not start" not in self.stderr():
+                # Start-up's stderr lines are held back until it is up: the log file says how far it got.
+                log = self.log_file.read_text()[-3000:] if self.log_file.exists() else "(no log file)"
+                raise AssertionError(f"herald did not become ready in {START_TIMEOUT}s:\n{self.stderr()[-3000:]}\n"
+                                     f"log file:\n{log}")
+            if "is already in use" not in self.stderr():  # the port was taken meanwhile: another try
                 raise AssertionError(f"herald exited with {proc.returncode} at start:\n{self.stderr()[-3000:]}")
         raise AssertionError("herald could not bind a free port after 3 attempts")
 

@@ -35,3 +35,34 @@ def test_chat_text_is_escaped_in_the_views(herald: Herald) -> None:
     herald.wait_for_replies("<img src=x onerror=alert(1)>", 1)
     html = herald.get("/api/v1/dashboard/view").body["html"]
     assert "<img src=x" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+
+
+def test_recent_delivery_failures_show_escaped(herald: Herald) -> None:
+    import re
+    import sqlite3
+    import time
+
+    # A reply chunk the platform refused for good, as the delivery layer records it; the daemon's own
+    # database, written beside it (SQLite in WAL mode takes a second writer's short transaction).
+    db = sqlite3.connect(herald.home / "state.db", timeout=30)
+    with db:
+        db.execute("INSERT INTO outbox (platform, chat_id, chunk_index, status, error, created_at, updated_at) "
+                   "VALUES (?, ?, 0, 'failed', ?, ?, ?)",
+                   ("telegram", "<b>chat</b>", "Forbidden: bot was blocked <script>x()</script>", time.time() - 5,
+                    time.time()))
+        db.execute("INSERT INTO outbox (platform, chat_id, chunk_index, status, error, created_at) "
+                   "VALUES ('telegram', 'delivered-chat', 0, 'sent', NULL, ?)", (time.time(),))
+    db.close()
+    deadline = time.monotonic() + 15
+    while True:
+        html = herald.get("/api/v1/dashboard/view").body["html"]
+        section = re.search(r'<section id="failures">(.*?)</section>', html, re.S)
+        assert section is not None, html
+        if "No failed deliveries." not in section.group(1) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    body = section.group(1)
+    assert '<span class="count">1</span>' in body, body  # the failed chunk only, not the sent one
+    assert "<td>reply</td><td>telegram:&lt;b&gt;chat&lt;/b&gt;</td>" in body, body
+    assert '<td class="error">Forbidden: bot was blocked &lt;script&gt;x()&lt;/script&gt;</td>' in body
+    assert "<script>" not in html and "<b>chat</b>" not in html and "delivered-chat" not in body

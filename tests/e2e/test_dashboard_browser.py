@@ -1,6 +1,7 @@
 """The operator's dashboard in a real browser (Debian's chromium through Playwright, as the web chat's test):
 every page loads without a console error; without a token it asks for one; a pending approval appears live and
-approving it from the dashboard runs the command (audited with the operator as decider, the chat's prompt edited);
+approving it from the dashboard runs the command (audited with the operator as decider, the chat's prompt edited),
+denying one there is told in the chat as "Denied by the operator (dashboard)";
 a cron run shows up in its job's history with "ran" and "delivered" apart; a session can be reset.
 Screenshots are kept in the test's tmp dir (dashboard.png, dashboard-cron.png)."""
 
@@ -71,6 +72,18 @@ def test_the_dashboard_in_a_browser(herald: Herald, browser_page: Any, tmp_path:
     audit = [json.loads(line) for line in herald_cli(herald, "approvals", "list", "--json").splitlines()]
     decided = next(a for a in audit if a["id"] == approval_id)
     assert (decided["status"], decided["decided_by"], decided["decided_via"]) == ("approved", "operator", "dashboard")
+    expect(page.locator("#approvals tr[data-approval]")).to_have_count(0)
+
+    # Denied from the dashboard: the chat's prompt names the operator, as a Deny pressed in the chat names its person.
+    spared = herald.home / "workspace" / "spared"
+    spared.mkdir()
+    herald.post(f"[tool=terminal:{json.dumps({'command': f'rm -rf {spared}'})}]", chat_id="ops")
+    row = page.locator("#approvals tr[data-approval]")
+    row.wait_for(timeout=15_000)
+    row.get_by_role("button", name="Deny").click()
+    expect(page.locator("#notice")).to_have_text("Denied.")
+    herald.wait_for("ops", lambda ms: any("Denied by the operator (dashboard)" in m["text"] for m in ms), 10)
+    assert spared.exists()
     expect(page.locator("#approvals tr[data-approval]")).to_have_count(0)
 
     # A cron job: its run shows up in its history, ran and delivered apart.

@@ -20,13 +20,16 @@ def test_ready_watchdog_stopping_in_order(make_herald: Callable[..., Herald], tm
     herald = make_herald(start=False)
     # WatchdogSec=0.9 s: pings every 0.3 s.
     herald.env.update(NOTIFY_SOCKET=str(receiver.path), WATCHDOG_USEC="900000")
-    reader = threading.Thread(target=receiver.read, args=(8.0,))
+    # Read until the process has stopped (however long a loaded machine takes to start it), then what is left.
+    stopped = threading.Event()
+    reader = threading.Thread(target=receiver.read, args=(120.0, stopped))
     reader.start()
     try:
         herald.start()
         threading.Event().wait(2.0)
         assert herald.stop() == 0
     finally:
+        stopped.set()
         reader.join()
         receiver.close()
     kinds = [fields[0].split("=")[0] for _, fields in receiver.messages]

@@ -182,10 +182,13 @@ def directive_responder(request: dict[str, Any]) -> Step:
 
 
 class FakeLLM:
-    def __init__(self, model: str = "fake-model", api_key: str | None = None, host: str = "127.0.0.1"):
+    def __init__(self, model: str = "fake-model", api_key: str | None = None, host: str = "127.0.0.1",
+                 public_models: bool = False):
         self.model = model
         # When set, requests without ``Authorization: Bearer <api_key>`` get a 401.
         self.api_key = api_key
+        # GET /models answers anyone, key or not (OpenRouter's list is public); completions still need the key.
+        self.public_models = public_models
         self.host = host
         self.responder: Callable[[dict[str, Any]], Step] = directive_responder
         self.requests: list[dict[str, Any]] = []
@@ -238,7 +241,8 @@ class FakeLLM:
     # -------------------------------------------------------------------------------------- handlers
 
     async def _models(self, request: web.Request) -> web.Response:
-        if self.api_key is not None and request.headers.get("Authorization") != f"Bearer {self.api_key}":
+        if (self.api_key is not None and not self.public_models
+                and request.headers.get("Authorization") != f"Bearer {self.api_key}"):
             return web.json_response({"error": {"message": "Incorrect API key provided.", "code": "invalid_api_key"}},
                                      status=401)
         return web.json_response(

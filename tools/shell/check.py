@@ -1,13 +1,24 @@
-"""The walk: every simple command of a script, through wrappers, interpreters, aliases and script files.
+"""The walk: every simple command of a script, through wrappers, interpreters, aliases, functions and files.
 
-Boundaries (on purpose): a script file named on the command line (``bash x.sh``, ``./x.sh``, ``. x.sh``,
-``python x.py``) is read and classified when it is a small readable regular file under the working
-directory; otherwise running it needs approval. Build and test runners (``make``, ``pytest``,
-``npm test``, ``cargo``) run project code without being read here: they run inside the sandbox, which is
-the boundary for code that is not on the command line.
+The policy (the same words are in docs/ARCHITECTURE.md):
 
-Writes are collected and decided at the end (``finish``), when every ``cd`` of the line is known: a
-target resolving inside the workspace does not ask; one outside, or only known at run time, does.
+- A simple command is *safe* only when its program is known here (``known.py``, the rule modules) and its
+  options and arguments are known to be harmless: read-only tools, and writes that provably stay inside
+  the workspace. A program this classifier does not know asks - "what cannot be parsed needs approval" -
+  and so does an option that runs code or names a program (``-c``, ``--eval``, ``-exec``, a pager, an
+  editor's ``!``), code that cannot be resolved to names, and a command word that is not a literal.
+- Code handed on is checked where it is written: ``bash -c``, ``eval``, aliases, functions (again with the
+  arguments of each call), interpreter code, git aliases and hooks, and script files. A script file,
+  a sourced file, a hook or a local module is read only from inside the workspace (``reading.py``);
+  findings in read code say which file they are in and never quote it.
+- Build and test runners (make, pytest, npm/yarn/pnpm, cargo, go, tox...) run project code that is not on
+  the command line and cannot be parsed here (a Makefile, a test suite, package scripts), so they ask
+  like an unreadable ``bash x.sh`` would, unless the operator lists them in ``approvals.allow``. What they
+  are told to run on the line itself (``npm exec -- rm -rf /``, ``make --eval``) is checked as a command.
+- Standard input is followed: a pipe, a here-string, ``< file``, ``exec <file`` and ``<&N``, and what a
+  wrapper or ``bash -c`` passes on; what an interpreter feeds a command it starts is unknown.
+
+Writes are collected and decided at the end (``writes.finish``), when every ``cd`` of the line is known.
 """
 
 from __future__ import annotations
@@ -17,33 +28,35 @@ import posixpath
 import re
 import shlex
 
-from tree_sitter import Node
-
 from tools.shell import code as code_mod
 from tools.shell import sql as sql_mod
-from tools.shell.code import Effect
-from tools.shell.engine import Context, Level, _Write
-from tools.shell.parse import Command, Redirect, Script, Word, clean, expand_braces, parse
-from tools.shell.paths import BLOCK_DEVICE, HARMLESS_SINKS, critical, inside, plainly_outside
-from tools.shell.rules import Rules, sh_quote
-from tools.shell.runners import _WRAPPERS, Runners, _script_lang
-from tools.shell.static import output
+from tools.shell.effects import Effect
+from tools.shell.engine import SAME, UNKNOWN_INPUT, Context, Finding, Inherit, Level, _Write
+from tools.shell.files import FileTools
+from tools.shell.git import Git
+from tools.shell.known import Known
+from tools.shell.parse import Command, Feed, Redirect, Script, Word, clean, expand_braces, parse
+from tools.shell.paths import BLOCK_DEVICE, HARMLESS_SINKS, critical
+from tools.shell.reading import NODE_CORE as _NODE_CORE
+from tools.shell.reading import (
+    STDIN_NAMES,
+    node_module_files,
+    open_inside,
+    python_module_files,
+    read_root,
+    script_lang,
+)
+from tools.shell.rules import Rules
+from tools.shell.runners import WRAPPERS, Runners
+from tools.shell.static import feed_bytes, output
+from tools.shell.values import Values, quote
+from tools.shell.writes import finish
 
 RANK = {"safe": 0, "dangerous": 1, "hardline": 2}
 MAX_DEPTH = 8
-SCRIPT_LIMIT = 256 * 1024
 
 _STD_BIN = frozenset({"/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin"})
-_PROGRAM_VARS = frozenset({"PAGER", "GIT_PAGER", "MANPAGER", "SYSTEMD_PAGER", "EDITOR", "VISUAL", "GIT_EDITOR",
-                           "GIT_SEQUENCE_EDITOR", "GIT_SSH_COMMAND", "GIT_SSH", "GIT_ASKPASS", "SSH_ASKPASS",
-                           "SUDO_ASKPASS", "GIT_EXTERNAL_DIFF", "PROMPT_COMMAND", "GIT_PROXY_COMMAND",
-                           "RSYNC_RSH", "BROWSER", "LESSOPEN", "LESSCLOSE", "PS1", "PS2", "PS4"})
-_OPAQUE_VARS = frozenset({"LD_PRELOAD", "LD_AUDIT", "PERL5OPT", "PERL5DB", "RUBYOPT", "NODE_OPTIONS",
-                          "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
-                          "GIT_EXEC_PATH", "GIT_TEMPLATE_DIR", "SHELLOPTS", "BASHOPTS", "PYTHONSTARTUP",
-                          "PYTHONINSPECT"})
-_FORK_BOMB = re.compile(r"([\w:.]+)\s*\(\s*\)\s*\{[^}]*\1\s*\|\s*\1\s*&")
-_FORK_BOMB_FN = re.compile(r"\bfunction\s+([\w:.]+)\s*(?:\(\s*\))?\s*\{[^}]*\1\s*\|\s*\1\s*&")
+_RULE_NAME = re.compile(r"[A-Za-z][\w.+-]*")
 
 
 def _movers(script: Script) -> list[Command]:
@@ -53,77 +66,93 @@ def _movers(script: Script) -> list[Command]:
         name = posixpath.basename(c.words[0].text) if c.words else ""
         chdir_opt = name in ("env", "sudo") and any(w.text.startswith(("-C", "--chdir", "-D")) for w in c.words[1:])
         if chdir_opt or name in ("cd", "pushd", "popd", "eval", "source", ".", "alias") or any(
-                k == "CDPATH" for k, _ in c.assigns):
+                k == "CDPATH" for k, _ in c.assigns) or name in script_functions(script):
             found.append(c)
     return found
 
 
-class Checker(Rules, Runners):
-    def __init__(self, ctx: Context, depth: int = 0, prefix: str = "") -> None:
+def script_functions(script: Script) -> set[str]:
+    return {f.name for f in script.functions if "cd " in f.body or "pushd" in f.body}
+
+
+def canonical(words: list[Word], assigns: list[tuple[str, Word]] | tuple = ()) -> str | None:
+    """The command as ``approvals.allow`` globs see it; None when part of it is only known at run time."""
+    if any(w.dynamic for w in words) or any(v.dynamic for _, v in assigns):
+        return None
+    return " ".join([*(f"{k}={quote(v.text)}" for k, v in assigns), *(quote(w.text) for w in words)])
+
+
+class Checker(Values, Rules, FileTools, Known, Git, Runners):
+    def __init__(self, ctx: Context, depth: int = 0, prefix: str = "", *, feed: Feed | None = None,
+                 positional: list[Word] | None = None, quiet: str | None = None) -> None:
         self.ctx = ctx
         self.depth = depth
         self.prefix = prefix
+        self.feed = feed  # standard input of commands that have none of their own
+        self.positional = positional  # $0 $1 ...; None: unknown
+        self.quiet = quiet  # set for code read from a file: reasons name the file, never its contents
+        self.cur_feed: Feed | None = feed
+        self.subject: str | None = None
+        self.env_assigns: list[tuple[str, Word]] = []  # ``env K=V`` of the command being peeled
         self.movers: list[Command] = []
         self.current: Command | None = None
         self.owner = -1  # which read script's code this checker is looking at (-1: the line itself)
 
     # ---- reporting ---------------------------------------------------------------------------------
 
-    def add(self, level: Level, reason: str) -> None:
-        self.ctx.findings.append((level, self.prefix + reason))
+    def add(self, level: Level, reason: str, *, own: bool = True) -> None:
+        if self.quiet is not None:
+            reason = f"{self.quiet}: " + ("a command in it is never allowed" if level == "hardline" else
+                                          "something in it needs approval")
+        else:
+            reason = self.prefix + reason
+        self.ctx.findings.append(Finding(level, reason, self.subject if own else None))
 
     def write(self, word: Word, what: str, *, append: bool = False, glob_ok: bool = False,
-              own_link: bool = False) -> None:
+              own_link: bool = False, own: bool = True) -> None:
         if word.text in HARMLESS_SINKS or word.text.startswith("/dev/fd/"):
             return
         if BLOCK_DEVICE.match(word.text):
             self.add("hardline", f"writes straight onto the disk device {word.text}")
             return
-        self.ctx.writes.append(_Write(word, what, self.prefix, append, glob_ok, own_link))
+        prefix = f"{self.quiet}: " if self.quiet is not None else self.prefix
+        self.ctx.writes.append(_Write(word, what, prefix, append, glob_ok, own_link, self.subject if own else None,
+                                      quiet=self.quiet is not None, links_before=self.ctx.links))
 
-    def nested(self, how: str) -> Checker | None:
+    def nested(self, how: str, *, feed: Feed | Inherit | None = SAME, positional: list[Word] | Inherit | None = SAME,
+               quiet: str | None = None) -> Checker | None:
         if self.depth >= MAX_DEPTH:
-            self.add("dangerous", f"{how} nests commands too deeply to check")
+            self.add("dangerous", f"{how} nests commands too deeply to check", own=False)
             return None
-        child = Checker(self.ctx, self.depth + 1, f"{self.prefix}{how}: ")
+        child = Checker(self.ctx, self.depth + 1, f"{self.prefix}{how}: ",
+                        feed=self.cur_feed if feed is SAME else feed,
+                        positional=self.positional if positional is SAME else positional,
+                        quiet=self.quiet or quiet)
         child.owner = self.owner
         return child
 
     # ---- handing code on ---------------------------------------------------------------------------
 
-    def run_text(self, text: str, how: str) -> None:
-        child = self.nested(how)
+    def run_text(self, text: str, how: str, *, feed: Feed | Inherit | None = SAME,
+                 positional: list[Word] | Inherit | None = SAME, quiet: bool = False) -> None:
+        child = self.nested(how, feed=feed, positional=positional, quiet=self.prefix + how if quiet else None)
         if child is not None:
             child.script(text)
 
-    def run_word(self, word: Word, how: str) -> None:
+    def run_word(self, word: Word, how: str, *, positional: list[Word] | Inherit | None = SAME) -> None:
         if word.dynamic:
-            self.add("dangerous", f"{how} runs a command that is only known at run time")
-            resolved = self.resolve(word)
-            if resolved is not None:
-                self.run_text(resolved, how)
+            self.add("dangerous", f"{how} runs a command that is only known at run time", own=False)
+            before = len(self.ctx.reads)
+            values = self.values(word) or []
+            for value in values:  # a value read from a file is that file's code: never quoted
+                self.run_text(value, how, positional=positional, quiet=len(self.ctx.reads) > before)
         else:
-            self.run_text(word.text, how)
+            self.run_text(word.text, how, positional=positional)
 
-    def resolve(self, word: Word) -> str | None:
-        """A dynamic word's value when the line itself fixes it: ``$X`` after ``X=rm``, or ``$(echo ... |
-        base64 -d)``. Only ever used to find worse verdicts; the dynamic reading still stands."""
-        m = re.fullmatch(r"\$(\w+)|\$\{(\w+)(?:\[[@*0]\])?\}", word.text)
-        if m:
-            return self.ctx.vars.get(m.group(1) or m.group(2))
-        if len(word.subs) == 1 and word.subs[0].type == "command_substitution":
-            inner = self.source_text(word.subs[0])
-            if word.text != inner:
-                return None
-            body = inner[2:-1] if inner.startswith("$(") else inner[1:-1]
-            data = self.static_output(body)
-            return data.decode("utf-8", "replace").rstrip("\n") if data is not None else None
-        return None
-
-    def run_argv(self, words: list[Word], how: str) -> None:
-        child = self.nested(how)
+    def run_argv(self, words: list[Word], how: str, *, feed: Feed | Inherit | None = SAME) -> None:
+        child = self.nested(how, feed=feed)
         if child is not None and words:
-            child.argv(words, None)
+            child.argv(words, child.feed)
 
     def code_effects(self, lang: str, text: str, owner: int | None = None) -> list[Effect]:
         if lang == "sed":
@@ -134,36 +163,71 @@ class Checker(Rules, Runners):
             self.ctx.opaque.add(self.owner if owner is None else owner)
         return code_mod.script(lang, text)
 
-    def run_code(self, lang: str, text: str, how: str, owner: int | None = None) -> None:
+    def run_code(self, lang: str, text: str, how: str, owner: int | None = None, *,
+                 feed: Feed | Inherit | None = SAME, quiet: str | None = None, base: str | None = None,
+                 positional: list[Word] | Inherit | None = SAME) -> None:
         if lang == "shell":
-            child = self.nested(how)
+            child = self.nested(how, feed=feed, positional=positional, quiet=quiet)
             if child is not None:
                 child.owner = self.owner if owner is None else owner
                 child.script(text)
-        else:
-            self.apply_effects(self.code_effects(lang, text, owner), how)
+            return
+        effects = self.code_effects(lang, text, owner)
+        target: Checker = self
+        if quiet is not None and self.quiet is None:
+            target = Checker(self.ctx, self.depth, self.prefix, feed=self.cur_feed, positional=self.positional,
+                             quiet=quiet)
+            target.owner = self.owner if owner is None else owner
+        target.apply_effects(effects, how, base=base, lang=lang)
 
-    def apply_effects(self, effects: list[Effect], how: str) -> None:
+    def apply_effects(self, effects: list[Effect], how: str, *, base: str | None = None,
+                      lang: str | None = None) -> None:
         for e in effects:
+            feed: Feed | Inherit | None = UNKNOWN_INPUT if e.piped else SAME
             if e.kind == "shell":
-                self.run_text(e.text, how)
+                self.run_text(e.text, how, feed=feed)
             elif e.kind == "argv":
-                self.run_argv(e.argv, how)
+                self.run_argv(e.argv, how, feed=feed)
             elif e.kind == "delete":
-                argv = [Word("rm"), Word("-rf" if e.recursive else "-f"), Word("--"), Word(e.text)]
-                self.run_argv(argv, how)
+                self.run_argv([Word("rm"), Word("-rf" if e.recursive else "-f"), Word("--"), Word(e.text)], how)
             elif e.kind == "write":
-                self.write(Word(e.text), f"{how} writes")
+                self.write(Word(e.text), f"{how} writes", own=False)
+            elif e.kind == "links":
+                self.ctx.links += 1
             elif e.kind == "sql":
                 self.run_sql(e.text, how)
+            elif e.kind == "import":
+                self.load_module(e.text, lang or "python", base, how)
             elif e.kind == "hardline":
-                self.add("hardline", e.text)
+                self.add("hardline", e.text, own=False)
             else:
-                self.add("dangerous", e.text)
+                self.add("dangerous", e.text, own=False)
+
+    def load_module(self, spec: str, lang: str, base: str | None, how: str) -> None:
+        """A module the code imports from the workspace is code it runs: read it too."""
+        base = base or self.ctx.cwd
+        if lang == "node":
+            if spec.startswith("node:") or spec in _NODE_CORE:
+                return
+            if not spec.startswith(("./", "../", "/")):
+                self.add("dangerous", f"{how} loads the package {spec}, whose code is not checked here", own=False)
+                return
+            files = node_module_files(spec, base) if base else []
+        else:
+            rel = len(spec) - len(spec.lstrip("."))
+            bases = [base] if base else []
+            if not rel:
+                bases += [p for p in (self.ctx.vars.get("PYTHONPATH") or [""])[0].split(":") if p.startswith("/")]
+            files = python_module_files(spec.lstrip("."), bases) if rel <= 1 else []
+        for f in files:
+            if f in self.ctx.modules or len(self.ctx.modules) > 32:
+                continue
+            self.ctx.modules.add(f)
+            self.run_file(Word(f), lang, f"{how} imports {spec}")
 
     def run_sql(self, text: str, how: str) -> None:
         for reason in sql_mod.problems(text):
-            self.add("dangerous", f"{how}: {reason}")
+            self.add("dangerous", f"{how}: {reason}", own=False)
         for cmd in sql_mod.shell_escapes(text):
             self.run_text(cmd, f"{how} shell escape")
 
@@ -173,52 +237,58 @@ class Checker(Rules, Runners):
         """The bytes of a script or input file named on the line, or None and why not."""
         proc = word.procsub
         if proc is not None:
-            data = self.static_output(self.source_text(proc)[2:-1])
+            raw = proc.text.decode("utf-8", "replace") if proc.text is not None else ""
+            data = self.static_output(raw[2:-1])
             return (data, "") if data is not None else (None, f"{word.text[:40]} is only known at run time")
         if word.dynamic or word.glob:
             return None, f"{word.text} is only known at run time"
         text = word.text
         if text.startswith("~"):
-            text = os.path.expanduser(text)
+            return None, f"{word.text} is outside the workspace"
         if not posixpath.isabs(text):
             if self.ctx.cwd is None:
                 return None, f"{word.text} cannot be read here"
             if any(m is not self.current for m in self.movers):
                 return None, f"{word.text} is run from a directory this command changes"
             text = posixpath.join(self.ctx.cwd, text)
-        try:
-            real = os.path.realpath(text)
-            st = os.stat(real)
-            if not os.path.isfile(real) or st.st_size > SCRIPT_LIMIT:
-                return None, f"{word.text} is not a small regular file"
-            with open(real, "rb") as f:
-                data = f.read(SCRIPT_LIMIT + 1)
-        except OSError:
-            return None, f"{word.text} cannot be read"
+        data, real, why = open_inside(text, self.ctx.read_root)
+        if data is None:
+            return None, f"{word.text} {why}"
         self.ctx.reads.append((real, word.text, self.prefix))
         return data, ""
 
-    def run_file(self, word: Word, lang: str | None, how: str) -> None:
+    def stdin_data(self, feed: Feed | None) -> bytes | None:
+        return feed_bytes(feed, lambda w: self.read_file(w)[0])
+
+    def run_file(self, word: Word, lang: str | None, how: str, *, feed: Feed | Inherit | None = SAME,
+                 args: list[Word] | None = None) -> None:
+        if word.text in STDIN_NAMES and not word.dynamic:
+            self.stdin_code(how, lang or "shell", self.cur_feed if feed is SAME else feed)
+            return
+        before = len(self.ctx.reads)
         data, why = self.read_file(word)
         if data is None:
-            self.add("dangerous", f"{how}: runs a script that cannot be checked ({why})")
+            self.add("dangerous", f"{how}: runs a script that cannot be checked ({why})", own=False)
             return
         if b"\0" in data[:4096]:
-            self.add("dangerous", f"{how}: runs a program that is not a script")
+            self.add("dangerous", f"{how}: runs a program that is not a script", own=False)
             return
         text = data.decode("utf-8", "replace")
         if lang is None:
-            lang = _script_lang(text, word.text)
+            lang = script_lang(text, word.text)
             if lang is None:
-                self.add("dangerous", f"{how}: runs a script whose interpreter is not known here")
+                self.add("dangerous", f"{how}: runs a script whose interpreter is not known here", own=False)
                 return
-        self.run_code(lang, text, how, owner=len(self.ctx.reads) - 1)
-
-    @staticmethod
-    def source_text(node: Node) -> str:
-        return node.text.decode("utf-8", "replace") if node.text is not None else ""
+        read = len(self.ctx.reads) > before
+        base = posixpath.dirname(self.ctx.reads[-1][0]) if read else self.ctx.cwd
+        positional: list[Word] | Inherit | None = [word, *args] if args is not None else SAME
+        self.run_code(lang, text, how, owner=len(self.ctx.reads) - 1 if read else None, feed=feed,
+                      quiet=self.prefix + how if read else None, base=base, positional=positional)
 
     def static_output(self, text: str) -> bytes | None:
+        m = re.fullmatch(r"\s*<\s*(\S+)\s*", text)  # $(<file)
+        if m:
+            return self.read_file(Word(m.group(1)))[0]
         script = parse(clean(text))
         cmds = script.commands
         if script.broken or not cmds:
@@ -236,20 +306,51 @@ class Checker(Rules, Runners):
 
     def script(self, text: str) -> None:
         text = clean(text)
-        compact = re.sub(r"\s+", " ", text)
-        if _FORK_BOMB.search(compact) or _FORK_BOMB_FN.search(compact):
-            self.add("hardline", "a fork bomb")
         parsed = parse(text)
+        self.ctx.unordered |= parsed.unordered or bool(parsed.functions) or any(
+            c.words and c.words[0].text == "trap" for c in parsed.commands)
+        for fn in parsed.functions:
+            self.ctx.functions[fn.name] = fn.body
+            if fn.bomb:
+                self.add("hardline", "a fork bomb (a function that runs itself in a pipe or in the background)",
+                         own=False)
         self.movers = _movers(parsed)
+        for c in parsed.commands:
+            if [w.text for w in c.words] == ["exec"]:
+                self.exec_redirects(c.redirects)
         if parsed.broken:
-            self.add("dangerous", "the command could not be parsed")
+            self.add("dangerous", "the command could not be parsed", own=False)
             self.fallback(text)
         for cmd in parsed.commands:
             self.current = cmd
             self.command(cmd)
         self.current = None
+        self.subject = None
         for r in parsed.redirects:
             self.redirect(r)
+
+    def exec_redirects(self, redirects: list[Redirect]) -> None:
+        """``exec <file``, ``exec 3<file``, ``exec 0<&3``: what later commands read on those descriptors."""
+        for r in redirects:
+            fd = r.fd or ("0" if r.op.startswith("<") else "1")
+            if r.body is not None:
+                self.ctx.fds[fd] = Feed("text", r.body, r.body_static)
+            elif r.op in ("<", "<>") and r.target is not None:
+                self.ctx.fds[fd] = Feed("file", file=r.target)
+            elif r.op == "<&" and r.target is not None:
+                self.ctx.fds[fd] = self.ctx.fds.get(r.target.text, UNKNOWN_INPUT)
+
+    def effective_feed(self, feed: Feed | None) -> Feed | None:
+        if feed is None:
+            return self.ctx.fds.get("0", self.feed)
+        if feed.kind == "dup" and feed.file is not None:
+            fd = feed.file.text
+            if fd == "-":
+                return None
+            if fd == "0":
+                return self.ctx.fds.get("0", self.feed)
+            return self.ctx.fds.get(fd, UNKNOWN_INPUT)
+        return feed
 
     def fallback(self, text: str) -> None:
         """Best effort on text the parser rejects, so that hardline stays hardline (``{rm,-rf,/}``)."""
@@ -280,154 +381,146 @@ class Checker(Rules, Runners):
         if r.op in (">&", "<&") and (t.isdigit() or t in ("-", "")) and not r.target.dynamic:
             return
         if r.op in (">", ">|", "&>", ">&", "<>"):
-            self.write(r.target, "> overwrites")
+            self.write(r.target, "> overwrites", own=False)
         elif r.op in (">>", "&>>"):
-            self.write(r.target, ">> appends to", append=True)
+            self.write(r.target, ">> appends to", append=True, own=False)
 
     def command(self, cmd: Command) -> None:
+        feed = self.effective_feed(cmd.feed)
+        self.cur_feed = feed
+        self.subject = None
         for r in cmd.redirects:
             self.redirect(r)
         for key, value in cmd.assigns:
             self.assignment(key, value)
+            self.subscript_code(value, f"the value of {key}")
             if not cmd.words or cmd.declaration:
-                known = value.text if not value.dynamic else self.resolve(value)
-                if key in self.ctx.vars and self.ctx.vars[key] != known:
-                    known = None
-                self.ctx.vars[key] = known
-        if cmd.declaration:
-            return
+                known = self.values(value)
+                old = self.ctx.vars.get(key, [])
+                self.ctx.vars[key] = None if known is None or (key in self.ctx.vars and old is None) else \
+                    list(dict.fromkeys([*(old or []), *known]))
         words = cmd.words
+        if cmd.declaration:
+            self.declaration(words)
+            return
         if not words:
             return
+        self.prompt_expansions(words)
         if any(w.dynamic for w in words) and self.depth < MAX_DEPTH:
-            values = [self.resolve(w) if w.dynamic else sh_quote(w.text) for w in words]
-            if any(v is not None for v in values) and values[0] is not None:
-                text = " ".join(v if v is not None else w.text for v, w in zip(values, words, strict=True))
-                child = self.nested("with its values filled in")
+            before = len(self.ctx.reads)
+            texts = self.fill(words)
+            quiet = f"{self.prefix}with values read from a file" if len(self.ctx.reads) > before else None
+            for text in texts:
+                child = self.nested("with its values filled in", quiet=quiet)
                 if child is not None:
                     child.prefix = self.prefix
                     child.script(text)
         head = words[0]
         if not head.dynamic and head.text in self.ctx.aliases and self.depth < MAX_DEPTH:
-            rest = "".join(" " + (sh_quote(w.text) if not w.dynamic else w.text) for w in words[1:])
+            rest = "".join(" " + (quote(w.text) if not w.dynamic else w.text) for w in words[1:])
             self.run_text(self.ctx.aliases[head.text] + rest, f"alias {head.text}")
             return
-        self.argv(words, cmd)
+        if not head.dynamic and head.text in self.ctx.functions:
+            if len(words) > 1:  # the body was checked where it stands; again with these arguments
+                self.run_text(self.ctx.functions[head.text], f"function {head.text}", positional=list(words))
+            return
+        self.argv(words, feed, cmd.assigns)
 
-    def assignment(self, key: str, value: Word) -> None:
-        if key in _PROGRAM_VARS:
-            self.run_word(value, key)
-        elif key in ("BASH_ENV", "ENV"):
-            self.run_file(value, "shell", key)
-        elif key in _OPAQUE_VARS:
-            self.add("dangerous", f"{key} makes programs load or run other code")
-        elif key == "CDPATH":
-            self.ctx.cds.append(None)
-        elif key == "PATH" and any(p in ("", ".") or not p.startswith(("/", "$")) for p in value.text.split(":")):
-            self.add("dangerous", "PATH with a relative directory runs commands from here")
-
-    def argv(self, words: list[Word], cmd: Command | None) -> None:
+    def argv(self, words: list[Word], feed: Feed | None, assigns: list[tuple[str, Word]] | tuple = ()) -> None:
         """One simple command, given its words: wrappers peeled, then the rules by name."""
+        self.cur_feed = feed
+        self.env_assigns = list(assigns)
+        self.subject = canonical(words, assigns)
+        path_head = False
         while words:
             head = words[0]
             if head.dynamic:
-                self.add("dangerous", "the command to run is only known at run time")
+                self.dynamic_head(words)
                 return
             if head.glob:
                 self.add("dangerous", "the command name is a glob pattern")
                 return
             name = posixpath.basename(head.text)
             if "/" in head.text and posixpath.dirname(posixpath.normpath(head.text)) not in _STD_BIN:
-                self.run_file(head, None, f"runs {head.text}")
-            if name not in _WRAPPERS:
+                self.run_file(head, None, f"runs {head.text}", args=words[1:])
+                path_head = True
+            if name not in WRAPPERS:
                 break
             inner = self.unwrap(name, words[1:])
             if inner is None:
                 return
-            words, cmd = inner, None
+            words = inner
+            self.subject = canonical(words, self.env_assigns)
+            path_head = False
         if not words:
             return
         name = posixpath.basename(words[0].text)
         args = words[1:]
-        rule = getattr(self, "cmd_" + re.sub(r"\W", "_", name), None)
+        if not self.dispatch(name, args) and not path_head:
+            self.add("dangerous", f"{name} is not a program this classifier knows to be harmless")
+
+    def dispatch(self, name: str, args: list[Word]) -> bool:
+        """Runs the rules for ``name``; False when no rule knows the program."""
+        rule = getattr(self, "cmd_" + re.sub(r"\W", "_", name), None) if _RULE_NAME.fullmatch(name) else None
         if rule is not None:
             rule(args)
-        self.by_kind(name, args, cmd)
+            self.by_kind(name, args)
+            return True
+        return self.by_kind(name, args) or self.known(name, args)
+
+    def dynamic_head(self, words: list[Word]) -> None:
+        self.add("dangerous", "the command to run is only known at run time")
+        flags = [w.text for w in words[1:] if w.text.startswith("-") and not w.dynamic]
+        recursive = any(f == "--recursive" or (not f.startswith("--") and ("r" in f or "R" in f)) for f in flags)
+        for w in words[1:]:
+            why = None if w.text.startswith("-") else critical(w)
+            if recursive and why is not None:
+                self.add("hardline", f"a command only known at run time, with -r, on {why}")
+                return
+
+    def here(self) -> list[str | None]:
+        """Directories a relative path may be resolved from at this point of the line (None: unknown)."""
+        dirs: list[str | None] = [self.ctx.cwd]
+        for cd in self.ctx.cds:
+            if cd is None or cd.dynamic:
+                dirs.append(None)
+            elif cd.text.startswith("~") or posixpath.isabs(cd.text):
+                dirs.append(posixpath.normpath(cd.text) if posixpath.isabs(cd.text) else cd.text)
+            else:
+                last = next((d for d in reversed(dirs) if d is not None), None)
+                dirs.append(posixpath.normpath(posixpath.join(last, cd.text)) if last else None)
+        return dirs
 
     def finish(self) -> None:
-        ctx = self.ctx
-        base = ctx.cwd or ctx.workspace
-        ws = ctx.workspace
-        mode = "exact"
-        cwds = [base] if base else []
-        for cd in ctx.cds:
-            if cd is None or base is None or cd.text.startswith(("~", "-")) or cd.glob:
-                mode = "unknown"
-                break
-            target = posixpath.normpath(posixpath.join(base, cd.text))
-            if ws is None or not posixpath.isabs(target) or not inside(cd, base, ws) or (
-                    not cd.text.startswith("/") and posixpath.normpath(cd.text).startswith("..")):
-                mode = "unknown"
-                break
-            mode = "inside"
-            cwds.append(target)
-        for w in ctx.writes:
-            text = w.word.text
-            relative = not w.word.dynamic and not plainly_outside(text)
-            links_elsewhere = ctx.links - (1 if w.own_link else 0) > 0
-            if ws is not None and base is not None and not links_elsewhere and not w.word.dynamic:
-                if text.startswith("/") or mode == "exact":
-                    if inside(w.word, base, ws, glob_ok=w.glob_ok):
-                        continue
-                elif mode == "inside" and relative and all(inside(w.word, c, ws, glob_ok=w.glob_ok) for c in cwds):
-                    continue
-            if w.append and relative and mode != "unknown":
-                continue
-            where = "" if not w.word.dynamic else " (a path only known at run time)"
-            ctx.findings.append(("dangerous", f"{w.prefix}{w.what} {text or 'a file'}{where}"))
-        self.recheck_reads()
-
-    def recheck_reads(self) -> None:
-        """A script read here must not be one this very line writes first (``echo ... > x.sh; bash x.sh``)."""
-        ctx = self.ctx
-        if not ctx.reads:
-            return
-        written: list[str] = []
-        unknown = bool(ctx.cds)
-        for w in ctx.writes:
-            if w.word.dynamic or w.word.glob:
-                unknown = True
-            elif w.word.text.startswith("/"):
-                written.append(os.path.realpath(w.word.text))
-            elif ctx.cwd is not None:
-                written.append(os.path.realpath(posixpath.join(ctx.cwd, w.word.text)))
-        for i, (real, shown, prefix) in enumerate(ctx.reads):
-            if unknown or ctx.opaque - {i} or any(real == p or real.startswith(p.rstrip("/") + "/") for p in written):
-                ctx.findings.append(("dangerous", f"{prefix}runs {shown}, which this command may change first"))
+        finish(self.ctx)
 
 
-def check(command: str, workspace: str | None, cwd: str | None) -> tuple[Level, str | None]:
-    """The worst finding for a command line, and its reason."""
+def check(command: str, workspace: str | None, cwd: str | None) -> tuple[Level, str | None, list[Finding]]:
+    """The worst finding for a command line, its reason, and every finding."""
     ws = os.path.realpath(workspace) if workspace else None
     if ws is not None and (critical(ws) is not None or ws == os.path.realpath(os.path.expanduser("~"))):
         ws = None  # a workspace that is the system or the home directory exempts nothing
     ctx = Context(ws, cwd if cwd is None or posixpath.isabs(cwd) else None)
     if ctx.cwd is None and ws is not None:
         ctx.cwd = ws
-    checker = Checker(ctx)
+    ctx.read_root = read_root(ws, ctx.cwd)
+    # The terminal runs ``bash -c``: $0 is bash and there are no other positional parameters.
+    checker = Checker(ctx, positional=[Word("bash")])
     try:
         checker.script(command)
         checker.finish()
     except Exception as exc:
         # Fail closed, and keep what was found so far: an error must not turn hardline into approvable.
         why = "nests too deeply" if isinstance(exc, RecursionError) else f"hit {type(exc).__name__}"
-        ctx.findings.append(("dangerous", f"the command could not be checked (it {why})"))
+        ctx.findings.append(Finding("dangerous", f"the command could not be checked (it {why})", None))
         try:
             Checker(ctx, MAX_DEPTH - 1).fallback(clean(command))
         except Exception:
-            ctx.findings.append(("dangerous", "the command could not be checked"))
-    worst: tuple[Level, str] | None = None
+            ctx.findings.append(Finding("dangerous", "the command could not be checked", None))
+    worst: Finding | None = None
     for f in ctx.findings:
-        if worst is None or RANK[f[0]] > RANK[worst[0]]:
+        if worst is None or RANK[f.level] > RANK[worst.level]:
             worst = f
-    return worst if worst is not None else ("safe", None)
+    if worst is None:
+        return "safe", None, []
+    return worst.level, worst.reason, list(ctx.findings)

@@ -1,274 +1,100 @@
-"""Commands hidden in code handed to an interpreter.
+"""Commands hidden in perl, ruby, node, php, lua and awk code (python: ``pycode``; sed: ``sedcode``).
 
-Each analysis returns *effects*: a shell script or an argv the code runs (classified like any command),
-a path it deletes, a file it writes, SQL it executes, or a plain reason to ask. Literal arguments are
-read exactly; anything computed at run time (a variable, an f-string, a concatenation with a name) needs
-approval, because then nobody can know from the text what runs.
+A tokenizer that knows strings, comments and regex literals, then tables of the calls that run commands,
+delete or write files, start processes or evaluate more code. Literal strings joined with the language's
+concatenation operator count as one literal (``"exec" + "Sync"``), and a literal member lookup is a
+name (``c["execSync"]``, ``os["execute"]``). What hides the callee needs approval instead:
 
-- python: the real ``ast``; calls are resolved through imports, aliases, ``__import__`` and ``getattr``.
-- perl, ruby, node, php, lua: a tokenizer that knows strings and comments, and tables of the calls that
-  run commands, delete files or evaluate more code.
-- awk: ``system()``, ``"cmd" | getline``, ``print | "cmd"``, ``print > "file"``.
-- sed: the ``e`` command, the ``s///e`` flag and ``w`` files.
+- node, lua: a member looked up by a computed key (``c[m]``) in code that can reach modules or globals;
+  ``require``/``import()`` of a computed name;
+- php: variable functions (``$f(...)``, ``$o->$m()``), ``call_user_func`` and friends;
+- perl: calls through references or globs (``&$f``, ``&{...}``, ``$f->()``, ``*{...}``), ``can``;
+- ruby: ``send``, ``public_send``, ``method``, ``const_get`` and friends;
+- every language: ``eval`` of anything that is not a literal; ``fork`` asks, inside a loop it is a fork
+  bomb (``perl -e 'fork while fork'``).
 """
 
 from __future__ import annotations
 
-import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from tools.shell.parse import Word
+from tools.shell.effects import FORK_BOMB, Effect
+from tools.shell.effects import ask as _ask
+from tools.shell.pycode import python
+from tools.shell.sedcode import sed
+from tools.shell.words import Word
 
-_PYVAR = "$PYTHON_VALUE"  # how a computed argument shows in an argv: dynamic, never a path
-
-
-@dataclass
-class Effect:
-    kind: str  # shell | argv | delete | write | sql | ask | hardline
-    text: str = ""
-    argv: list[Word] = field(default_factory=list)
-    recursive: bool = False  # for delete
-
-
-def _ask(reason: str) -> Effect:
-    return Effect("ask", reason)
-
-
-# -------------------------------------------------------------------------------------------- python
-
-_PY_SHELL = frozenset({"os.system", "os.popen", "subprocess.getoutput", "subprocess.getstatusoutput",
-                       "commands.getoutput", "commands.getstatusoutput", "platform.popen",
-                       "asyncio.create_subprocess_shell"})
-_PY_RUN = frozenset({"subprocess.run", "subprocess.call", "subprocess.check_call", "subprocess.check_output",
-                     "subprocess.Popen", "pty.spawn"})
-_PY_EXEC_PREFIX = ("os.exec", "os.spawn", "os.posix_spawn")
-_PY_DELETE = {"os.remove": False, "os.unlink": False, "os.rmdir": False, "os.removedirs": True,
-              "shutil.rmtree": True}
-_PY_EVAL = frozenset({"exec", "eval", "compile", "builtins.exec", "builtins.eval"})
-_PY_NATIVE = ("ctypes", "cffi", "_ctypes")
-_PY_DB_METHODS = frozenset({"execute", "executemany", "executescript", "exec_driver_sql"})
-_PY_DANGER_MODULES = ("os", "subprocess", "shutil", "pty", "commands", "posix", "asyncio", "ctypes", "pathlib",
-                      "importlib", "builtins")
-
-
-class _Py(ast.NodeVisitor):
-    def __init__(self) -> None:
-        self.alias: dict[str, str] = {}
-        self.effects: list[Effect] = []
-
-    def visit_Import(self, node: ast.Import) -> None:
-        for a in node.names:
-            self.alias[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        for a in node.names:
-            if a.name == "*":
-                if (node.module or "").split(".")[0] in _PY_DANGER_MODULES:
-                    self.effects.append(_ask(f"python code imports everything from {node.module}"))
-                continue
-            self.alias[a.asname or a.name] = f"{node.module}.{a.name}"
-
-    def name(self, node: ast.AST) -> str | None:
-        if isinstance(node, ast.Name):
-            return self.alias.get(node.id, node.id)
-        if isinstance(node, ast.Attribute):
-            base = self.name(node.value)
-            return f"{base}.{node.attr}" if base else None
-        if isinstance(node, ast.Call):
-            fn = self.name(node.func)
-            first = node.args[0] if node.args else None
-            if fn in ("__import__", "importlib.import_module", "builtins.__import__"):
-                if isinstance(first, ast.Constant) and isinstance(first.value, str):
-                    return first.value
-                return "<dynamic import>"
-            if fn in ("getattr", "builtins.getattr") and len(node.args) >= 2:
-                second = node.args[1]
-                base = self.name(node.args[0])
-                if isinstance(second, ast.Constant) and isinstance(second.value, str):
-                    return f"{base}.{second.value}" if base else None
-                return f"{base}.<dynamic attribute>" if base else None
-            if fn in ("pathlib.Path", "pathlib.PosixPath", "Path"):
-                return "pathlib.Path()"
-        return None
-
-    @staticmethod
-    def literal(node: ast.AST | None) -> str | None:
-        if isinstance(node, ast.Constant) and isinstance(node.value, str | bytes):
-            v = node.value
-            return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-            a, b = _Py.literal(node.left), _Py.literal(node.right)
-            return a + b if a is not None and b is not None else None
-        return None
-
-    def argv(self, node: ast.AST) -> list[Word] | None:
-        if isinstance(node, ast.List | ast.Tuple):
-            words = []
-            for elt in node.elts:
-                if isinstance(elt, ast.Starred):
-                    words.append(Word(_PYVAR, dynamic=True))
-                    continue
-                lit = self.literal(elt)
-                words.append(Word(lit) if lit is not None else Word(_PYVAR, dynamic=True))
-            return words
-        lit = self.literal(node)
-        return [Word(lit)] if lit is not None else None
-
-    def visit_Call(self, node: ast.Call) -> None:
-        self.generic_visit(node)
-        fn = self.name(node.func)
-        if fn is None:
-            if isinstance(node.func, ast.Attribute) and node.func.attr in _PY_DB_METHODS:
-                self.sql(node)
-            return
-        root = fn.split(".")[0]
-        kw = {k.arg: k.value for k in node.keywords if k.arg}
-        first = node.args[0] if node.args else kw.get("args") or kw.get("cmd")
-        if "<dynamic" in fn and root in (*_PY_DANGER_MODULES, "<dynamic import>"):
-            self.effects.append(_ask("python code reaches a function whose name is only known at run time"))
-        elif fn in _PY_SHELL:
-            self.shell(first, fn)
-        elif fn in _PY_RUN or fn.startswith("asyncio.create_subprocess_exec"):
-            shell = kw.get("shell")
-            if fn == "asyncio.create_subprocess_exec" or fn.startswith("asyncio.create_subprocess_exec"):
-                self.run_argv(ast.List(elts=list(node.args)), fn)
-            elif shell is not None and not (isinstance(shell, ast.Constant) and not shell.value):
-                if isinstance(shell, ast.Constant) and shell.value:
-                    self.shell(first, fn)
-                else:
-                    self.effects.append(_ask(f"python {fn} with a shell= flag only known at run time"))
-            else:
-                self.run_argv(first, fn)
-            if "executable" in kw:
-                self.effects.append(_ask(f"python {fn} picks its executable separately"))
-        elif fn.startswith(_PY_EXEC_PREFIX):
-            self.exec_family(fn, node)
-        elif fn in _PY_DELETE or fn.startswith("pathlib.Path()."):
-            self.delete(fn, node, first)
-        elif fn in ("os.kill", "os.killpg"):
-            target = node.args[0] if node.args else None
-            if isinstance(target, ast.UnaryOp) and isinstance(target.op, ast.USub) and \
-                    isinstance(target.operand, ast.Constant) and target.operand.value == 1:
-                self.effects.append(Effect("hardline", "kill -1 signals every process"))
-            else:
-                self.effects.append(_ask("python code signals processes"))
-        elif fn in _PY_EVAL:
-            code = self.literal(first)
-            if code is None:
-                self.effects.append(_ask(f"python code runs code that is not a literal ({fn})"))
-            else:
-                self.effects.extend(python(code))
-        elif root in _PY_NATIVE:
-            self.effects.append(_ask("python code calls native code (ctypes/cffi)"))
-        elif isinstance(node.func, ast.Attribute) and node.func.attr in _PY_DB_METHODS:
-            self.sql(node)
-
-    def shell(self, arg: ast.AST | None, fn: str) -> None:
-        text = self.literal(arg)
-        if text is None:
-            argv = self.argv(arg) if arg is not None else None
-            if argv is not None and fn in _PY_RUN:
-                self.effects.append(Effect("argv", argv=argv))
-            else:
-                self.effects.append(_ask(f"python code runs a command that is not a literal ({fn})"))
-        else:
-            self.effects.append(Effect("shell", text))
-
-    def run_argv(self, arg: ast.AST | None, fn: str) -> None:
-        argv = self.argv(arg) if arg is not None else None
-        if not argv or argv[0].dynamic:
-            self.effects.append(_ask(f"python code runs a command that is not a literal ({fn})"))
-        else:
-            self.effects.append(Effect("argv", argv=argv))
-
-    def exec_family(self, fn: str, node: ast.Call) -> None:
-        args = list(node.args)
-        if fn.startswith("os.spawn"):
-            args = args[1:]  # the mode
-        if not args:
-            return
-        path = self.literal(args[0])
-        rest = args[1:]
-        if fn.endswith(("v", "ve", "vp", "vpe")) or fn.startswith("os.posix_spawn"):
-            argv = self.argv(rest[0]) if rest else []
-        else:
-            argv = [Word(lit) if (lit := self.literal(a)) is not None else Word(_PYVAR, dynamic=True)
-                    for a in (rest[:-1] if fn.endswith("e") else rest)]
-        if path is None or argv is None:
-            self.effects.append(_ask(f"python code runs a command that is not a literal ({fn})"))
-            return
-        self.effects.append(Effect("argv", argv=[Word(path), *argv[1:]]))
-
-    def delete(self, fn: str, node: ast.Call, first: ast.AST | None) -> None:
-        if fn.startswith("pathlib.Path()."):
-            method = fn.rsplit(".", 1)[1]
-            if method not in ("unlink", "rmdir"):
-                return
-            receiver = node.func.value if isinstance(node.func, ast.Attribute) else None
-            first = receiver.args[0] if isinstance(receiver, ast.Call) and receiver.args else None
-            recursive = False
-        else:
-            recursive = _PY_DELETE[fn]
-        path = self.literal(first)
-        if path is None:
-            self.effects.append(_ask(f"python code deletes a path that is not a literal ({fn})"))
-        else:
-            self.effects.append(Effect("delete", path, recursive=recursive or fn.endswith("rmdir")))
-
-    def sql(self, node: ast.Call) -> None:
-        text = self.literal(node.args[0]) if node.args else None
-        if text is None:
-            self.effects.append(_ask("python code runs SQL that is not a literal"))
-        else:
-            self.effects.append(Effect("sql", text))
-
-
-def python(code: str) -> list[Effect]:
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return [_ask("python code could not be parsed")]
-    visitor = _Py()
-    try:
-        visitor.visit(tree)
-    except RecursionError:
-        return [_ask("python code nests too deeply to check")]
-    return visitor.effects
-
-
-# ----------------------------------------------------------------------- perl, ruby, node, php, lua
+__all__ = ["Effect", "python", "script", "sed"]
 
 # name -> how its literal arguments are read: shell (one string of shell), run (one string = shell,
-# several = argv), argv (program then a list), rm / rmr (paths deleted), kill, eval (more code).
+# several = argv), argv (program then a list), rm / rmr / rmopt (paths deleted), kill, eval (more code),
+# write / write2 / write12 (the first, second or both arguments are written), open2 (path, then a mode),
+# fork, ask.
 _CALLS: dict[str, dict[str, str]] = {
     "perl": {"system": "run", "exec": "run", "unlink": "rm", "rmtree": "rmr", "remove_tree": "rmr",
              "rmdir": "rm", "kill": "kill", "eval": "eval", "open": "open", "readpipe": "shell",
-             "syscall": "ask"},
+             "syscall": "ask", "fork": "fork", "rename": "write12", "symlink": "write2", "link": "write2",
+             "mkdir": "write", "truncate": "write", "make_path": "write", "mkpath": "write", "copy": "write2",
+             "move": "write12", "sysopen": "ask", "can": "ask", "dump": "ask"},
     "ruby": {"system": "run", "exec": "run", "spawn": "run", "popen": "run", "capture2": "run",
              "capture2e": "run", "capture3": "run", "popen2": "run", "popen3": "run", "popen2e": "run",
              "pipeline": "run", "rm_rf": "rmr", "rm_r": "rmr", "remove_dir": "rmr", "remove_entry": "rmr",
              "rmtree": "rmr", "rm": "rm", "rm_f": "rm", "remove": "rm", "safe_unlink": "rm", "delete": "rm",
              "unlink": "rm", "rmdir": "rm", "kill": "kill", "eval": "eval", "instance_eval": "eval",
-             "class_eval": "eval", "syscall": "ask"},
+             "class_eval": "eval", "module_eval": "eval", "instance_exec": "ask", "syscall": "ask", "fork": "fork",
+             "send": "ask", "public_send": "ask", "__send__": "ask", "method": "ask", "instance_method": "ask",
+             "const_get": "ask", "define_method": "ask", "binding": "ask", "load": "ask", "dlopen": "ask"},
     "node": {"exec": "shell", "execSync": "shell", "execFile": "argv", "execFileSync": "argv",
              "spawn": "argv", "spawnSync": "argv", "fork": "ask", "rmSync": "rmopt", "rm": "rmopt",
              "rmdirSync": "rmopt", "rmdir": "rmopt", "unlinkSync": "rm", "unlink": "rm", "kill": "kill",
              "eval": "eval", "Function": "eval", "runInThisContext": "eval", "runInNewContext": "eval",
-             "runInContext": "eval", "dlopen": "ask"},
+             "runInContext": "eval", "compileFunction": "eval", "dlopen": "ask", "binding": "ask",
+             "writeFileSync": "write", "writeFile": "write", "appendFileSync": "write", "appendFile": "write",
+             "createWriteStream": "write", "truncateSync": "write", "truncate": "write", "mkdirSync": "write",
+             "mkdir": "write", "chmodSync": "write", "chmod": "write", "chownSync": "write", "chown": "write",
+             "utimesSync": "write", "openSync": "open2", "open": "open2", "copyFileSync": "write2",
+             "copyFile": "write2", "cpSync": "write2", "cp": "write2", "symlinkSync": "write2",
+             "symlink": "write2", "linkSync": "write2", "link": "write2", "renameSync": "write12",
+             "rename": "write12"},
     "php": {"system": "shell", "exec": "shell", "shell_exec": "shell", "passthru": "shell", "popen": "shell",
             "proc_open": "run", "pcntl_exec": "argv", "unlink": "rm", "rmdir": "rm", "posix_kill": "kill",
-            "eval": "eval", "assert": "eval", "create_function": "ask", "dl": "ask", "FFI": "ask"},
+            "eval": "eval", "assert": "eval", "create_function": "ask", "dl": "ask", "FFI": "ask",
+            "pcntl_fork": "fork", "call_user_func": "ask", "call_user_func_array": "ask",
+            "forward_static_call": "ask", "forward_static_call_array": "ask", "ReflectionFunction": "ask",
+            "register_shutdown_function": "ask", "file_put_contents": "write", "fopen": "open2",
+            "touch": "write", "mkdir": "write", "chmod": "write", "chown": "write", "copy": "write2",
+            "rename": "write12", "symlink": "write2", "link": "write2", "move_uploaded_file": "write2"},
     "lua": {"execute": "shell", "popen": "shell", "remove": "rm", "loadstring": "eval", "load": "eval",
-            "dofile": "ask"},
+            "dofile": "ask", "loadfile": "ask", "loadlib": "ask", "rename": "write12", "output": "write",
+            "open": "open2"},
 }
-# Names too common to mean "run a command" unless the code also mentions the module that makes them so.
-_GATED = {"node": ("child_process", {"exec", "execSync", "execFile", "execFileSync", "spawn", "spawnSync",
-                                     "fork"}),
-          "lua": ("os", {"execute", "remove"}), "ruby": ("", set())}
+# Names too common to mean anything unless the code also mentions the module that makes them so.
+_GATES: dict[str, list[tuple[str, frozenset[str]]]] = {
+    "node": [("child_process", frozenset({"exec", "execSync", "execFile", "execFileSync", "spawn", "spawnSync",
+                                          "fork"})),
+             ("fs", frozenset({"writeFile", "appendFile", "truncate", "mkdir", "chmod", "chown", "open",
+                               "copyFile", "cp", "symlink", "link", "rename", "rm", "rmdir", "unlink"}))],
+    "lua": [("os", frozenset({"execute", "remove", "rename"})), ("io", frozenset({"output", "open", "popen"})),
+            ("package", frozenset({"loadlib"}))],
+}
+# Words without which a computed member lookup cannot reach anything that acts.
+_REACH = {"node": re.compile(r"\b(require|process|import|globalThis|global|Function|eval|module|constructor|"
+                             r"child_process|Reflect|Bun|Deno)\b"),
+          "lua": re.compile(r"\b(os|io|_G|_ENV|load|loadstring|require|package|debug|getfenv)\b")}
+_CONCAT = {"node": ("+",), "ruby": ("+",), "php": (".",), "perl": (".",), "lua": ("..",), "awk": ()}
 _COMMENTS = {"perl": ("#",), "ruby": ("#",), "node": ("//", "/*"), "php": ("//", "#", "/*"), "lua": ("--",),
              "awk": ("#",)}
 _CMD_QUOTES = {"perl": "`", "ruby": "`", "php": "`"}
+_RUNS = frozenset({"shell", "run", "argv", "eval", "rm", "rmr", "fork", "ask"})
+_LOOPS = frozenset({"while", "until", "for", "foreach", "loop", "do", "times", "each"})
+_RUBY_FILES = frozenset({"File", "IO", "FileUtils", "Dir", "Pathname"})
+_RUBY_READS = frozenset({"read", "readlines", "binread", "foreach", "exist?", "exists?", "file?", "directory?",
+                         "basename", "dirname", "join", "expand_path", "glob", "entries", "children", "size",
+                         "mtime", "stat", "lstat", "pwd", "getwd", "home", "absolute_path", "realpath", "extname",
+                         "split", "readable?", "writable?", "executable?", "zero?", "empty?", "each_child",
+                         "each_line", "ftype", "symlink?", "size?", "new", "open", "compare_file", "identical?",
+                         "uptodate?", "cmp", "each_entry"})
 
 
 @dataclass
@@ -371,7 +197,7 @@ def _tokens(lang: str, code: str) -> list[_Tok]:
             i = m2.end()
             continue
         two = code[i:i + 2]
-        if two in ("::", "->", "=>", "||", "&&", ">>", "=="):
+        if two in ("::", "->", "=>", "||", "&&", ">>", "==", ".."):
             toks.append(_Tok("p", two))
             i += 2
             continue
@@ -380,32 +206,72 @@ def _tokens(lang: str, code: str) -> list[_Tok]:
     return toks
 
 
-def _args(toks: list[_Tok], start: int, lang: str) -> tuple[list[_Tok], bool]:
-    """The argument tokens of a call starting at ``start``; False when one is not a literal string."""
+def _fold(lang: str, toks: list[_Tok]) -> list[_Tok]:
+    """Literal strings joined by the concatenation operator become one; ``x["name"]`` becomes ``x.name``."""
+    ops = _CONCAT.get(lang, ())
+    out: list[_Tok] = []
+    for t in toks:
+        if t.kind == "str" and len(out) >= 2 and out[-1].kind == "p" and out[-1].text in ops and \
+                out[-2].kind == "str":
+            out.pop()
+            prev = out.pop()
+            out.append(_Tok("str", prev.text + t.text, prev.dynamic or t.dynamic))
+            continue
+        out.append(t)
+    if lang not in ("node", "lua"):
+        return out
+    folded: list[_Tok] = []
+    i = 0
+    while i < len(out):
+        t = out[i]
+        if t.text == "[" and t.kind == "p" and folded and (folded[-1].kind == "id" or folded[-1].text in (")", "]")) \
+                and i + 2 < len(out) and out[i + 1].kind == "str" and not out[i + 1].dynamic \
+                and out[i + 2].text == "]" and re.fullmatch(r"[\w$]+", out[i + 1].text):
+            folded.extend([_Tok("p", "."), _Tok("id", out[i + 1].text)])
+            i += 3
+            continue
+        folded.append(t)
+        i += 1
+    return folded
+
+
+def _arglist(toks: list[_Tok], start: int) -> list[_Tok | None]:
+    """The arguments of a call starting at ``start``: each a literal string token, or None when computed."""
     parens = start < len(toks) and toks[start].text == "("
     i = start + 1 if parens else start
     depth = 0
-    out: list[_Tok] = []
-    ok = True
+    args: list[_Tok | None] = []
+    cur: list[_Tok] = []
+
+    def close() -> None:
+        if cur:
+            lits = [t for t in cur if t.text != "\n"]
+            args.append(lits[0] if len(lits) == 1 and lits[0].kind in ("str", "cmd") and not lits[0].dynamic
+                        else None)
+            cur.clear()
+
     while i < len(toks):
         t = toks[i]
-        if t.kind == "p" and t.text in "([{":
-            depth += 1
-            if t.text == "{":  # an options object ends the argument list we read
+        if t.kind == "p" and t.text in ("[", "]"):  # an argv array: its items are the arguments
+            i += 1
+            continue
+        if t.kind == "p" and t.text in "({":
+            if t.text == "{" and depth == 0:  # an options object ends the argument list we read
                 break
-        elif t.kind == "p" and t.text in ")]}":
+            depth += 1
+        elif t.kind == "p" and t.text in ")}":
             if depth == 0:
                 break
             depth -= 1
         elif depth == 0 and not parens and t.kind == "p" and t.text in (";", "\n"):
             break
-        if t.kind in ("str", "cmd"):
-            out.append(t)
-            ok = ok and not t.dynamic
-        elif t.kind == "id" or (t.kind == "p" and t.text not in (",", "[", "]", "(", ")", "=>", "\n")):
-            ok = False
+        if depth == 0 and t.kind == "p" and t.text in (",", "=>"):
+            close()
+        else:
+            cur.append(t)
         i += 1
-    return out, ok
+    close()
+    return args
 
 
 def _options_say_recursive(toks: list[_Tok], start: int) -> bool:
@@ -413,27 +279,109 @@ def _options_say_recursive(toks: list[_Tok], start: int) -> bool:
     return "recursive" in window
 
 
+def _hidden_callees(lang: str, toks: list[_Tok], code: str) -> list[Effect]:
+    """Calls whose callee the code computes: they need approval whatever they turn out to be."""
+    what = f"{lang} code"
+    reach = _REACH.get(lang)
+    for i, t in enumerate(toks):
+        prev = toks[i - 1] if i else None
+        nxt = toks[i + 1] if i + 1 < len(toks) else None
+        nxt2 = toks[i + 2] if i + 2 < len(toks) else None
+        if reach is not None and t.kind == "p" and t.text == "[" and prev is not None and \
+                (prev.kind == "id" or prev.text in (")", "]")) and reach.search(code):
+            inner = nxt.text if nxt is not None else ""
+            if not (inner.isdigit() and nxt2 is not None and nxt2.text == "]"):
+                return [_ask(f"{what} looks a member up by a computed key")]
+        if lang == "node" and t.kind == "id" and t.text in ("require", "import") and nxt is not None and \
+                nxt.text == "(" and not (nxt2 is not None and nxt2.kind == "str" and not nxt2.dynamic):
+            return [_ask(f"{what} loads a module whose name is computed")]
+        if lang == "php" and nxt is not None and nxt.text == "(" and (
+                (t.kind == "id" and t.text.startswith("$")) or (t.kind == "str" and prev is not None
+                                                                 and prev.text not in (",", "(", "=>"))):
+            return [_ask(f"{what} calls a function through a variable or a string")]
+        if lang == "php" and t.text == "->" and nxt is not None and nxt.text.startswith(("$", "{")):
+            return [_ask(f"{what} calls a method whose name is computed")]
+        if lang == "perl" and ((t.text == "&" and nxt is not None and nxt.text.startswith(("$", "{")))
+                               or (t.text == "->" and nxt is not None and (nxt.text in ("(", "{") or
+                                                                          nxt.text.startswith("$")))
+                               or (t.text == "*" and nxt is not None and nxt.text == "{"
+                                   and (prev is None or prev.kind == "p"))):
+            return [_ask(f"{what} calls a sub through a reference")]
+    return []
+
+
+def _loop_statement(toks: list[_Tok], i: int) -> bool:
+    """Whether the statement holding token ``i`` (between ``;`` or line ends) has a loop keyword."""
+    j = i
+    while j > 0 and toks[j - 1].text not in (";", "\n"):
+        j -= 1
+    k = i
+    while k < len(toks) and toks[k].text not in (";", "\n"):
+        k += 1
+    return any(t.kind == "id" and t.text in _LOOPS for t in toks[j:k])
+
+
+def _gated_closed(lang: str, name: str, toks: list[_Tok]) -> bool:
+    for word, names in _GATES.get(lang, ()):
+        if name in names and not any(word in t.text for t in toks if t.kind in ("str", "id")):
+            return True
+    return False
+
+
+def _ruby_file_call(toks: list[_Tok], i: int) -> list[Effect] | None:
+    """``File.write(...)``, ``FileUtils.cp(...)``: every literal path a file class method is given is written."""
+    if i < 2 or toks[i - 1].text not in (".", "::") or toks[i - 2].text not in _RUBY_FILES:
+        return None
+    name = toks[i].text
+    args = _arglist(toks, i + 1)
+    if name in ("open", "new"):
+        mode = args[1] if len(args) > 1 else None
+        if len(args) < 2 or (mode is not None and not set(mode.text) & set("wa+")):
+            return []
+    elif name in _RUBY_READS:
+        return []
+    out: list[Effect] = []
+    for a in args[:1] if name in ("open", "new", "write", "binwrite") else args:
+        if a is None:
+            out.append(_ask(f"ruby code writes to a path that is not a literal ({name})"))
+        elif not re.fullmatch(r"0?[0-7]{3,4}|\d+", a.text):
+            out.append(Effect("write", a.text))
+    return out
+
+
 def script(lang: str, code: str) -> list[Effect]:
-    """Effects of perl/ruby/node/php/lua code."""
+    """Effects of perl/ruby/node/php/lua/awk code (python goes to ``pycode``)."""
     if lang == "python":
         return python(code)
     if lang == "awk":
         return awk(code)
     calls = _CALLS[lang]
-    toks = _tokens(lang, code)
-    gate_word, gated = _GATED.get(lang, ("", set()))
-    gate_open = not gate_word or any(t.text == gate_word or gate_word in t.text for t in toks)
-    effects: list[Effect] = []
+    toks = _fold(lang, _tokens(lang, code))
+    effects: list[Effect] = _hidden_callees(lang, toks, code)
     seen: dict[str, int] = {}
+    what = f"{lang} code"
     for i, t in enumerate(toks):
         if t.kind == "cmd":
-            effects.append(Effect("shell", t.text) if not t.dynamic else
-                           _ask(f"{lang} code runs a command that is not a literal"))
+            effects.append(Effect("shell", t.text, piped=True) if not t.dynamic else
+                           _ask(f"{what} runs a command that is not a literal"))
             continue
-        if t.kind != "id" or t.text not in calls:
+        if lang == "ruby" and t.kind == "id":
+            files = _ruby_file_call(toks, i)
+            if files is not None:
+                effects.extend(files)
+                continue
+        callable_str = lang == "php" and t.kind == "str" and i + 1 < len(toks) and toks[i + 1].text == "("
+        if lang == "node" and t.kind == "id" and t.text == "constructor" and i and toks[i - 1].text == "." and \
+                i + 1 < len(toks) and toks[i + 1].text == "(":
+            effects.extend(_call(lang, "eval", "constructor", toks, i))  # x.constructor.constructor(code)
+            continue
+        if lang == "php" and t.kind == "str" and not callable_str and calls.get(t.text) in _RUNS:
+            effects.append(_ask(f"{what} names the function {t.text} as a value"))
+            continue
+        if not (t.kind == "id" or callable_str) or t.text not in calls:
             continue
         prev = toks[i - 1].text if i else ""
-        if prev in ("sub", "def", "function", "my", "local") or (t.text in gated and not gate_open):
+        if prev in ("sub", "def", "function", "my", "local") or _gated_closed(lang, t.text, toks):
             continue
         nxt = toks[i + 1] if i + 1 < len(toks) else None
         if nxt is not None and nxt.kind == "p" and nxt.text in ("=", ":", "{") and t.text != "eval":
@@ -442,41 +390,93 @@ def script(lang: str, code: str) -> list[Effect]:
             continue
         kind = calls[t.text]
         seen[t.text] = seen.get(t.text, 0) + 1
-        args, literal = _args(toks, i + 1, lang)
-        what = f"{lang} code"
-        if kind == "ask":
-            effects.append(_ask(f"{what} calls {t.text}"))
-        elif kind == "eval":
-            if literal and args:
-                effects.extend(script(lang, "".join(a.text for a in args)))
-            else:
-                effects.append(_ask(f"{what} evaluates code that is not a literal ({t.text})"))
-        elif kind == "open":
-            if any("|" in a.text for a in args) or not literal:
-                effects.append(_ask(f"{what} opens a pipe to a command"))
-        elif not literal or not args:
-            effects.append(_ask(f"{what} runs a command that is not a literal ({t.text})" if kind in
-                                ("shell", "run", "argv") else f"{what} acts on something that is not a literal "
-                                                              f"({t.text})"))
-        elif kind == "shell" or (kind == "run" and len(args) == 1):
-            effects.append(Effect("shell", args[0].text))
-        elif kind in ("run", "argv"):
-            effects.append(Effect("argv", argv=[Word(a.text) for a in args]))
-        elif kind in ("rm", "rmr", "rmopt"):
-            recursive = kind == "rmr" or (kind == "rmopt" and _options_say_recursive(toks, i))
-            effects.extend(Effect("delete", a.text, recursive=recursive) for a in args)
-        elif kind == "kill":
-            effects.append(Effect("hardline", "kill -1 signals every process") if any(
-                a.text == "-1" for a in args) else _ask(f"{what} signals processes"))
+        effects.extend(_call(lang, kind, t.text, toks, i))
+    if lang == "node":
+        effects.extend(_node_imports(toks))
     # The tokenizer guesses where regex literals are; a call it swallowed must still ask.
     for name, kind in calls.items():
-        if kind in ("shell", "run", "argv", "eval") and (name not in gated or gate_open):
+        if kind in ("shell", "run", "argv", "eval", "fork") and not _gated_closed(lang, name, toks):
             raw = len(re.findall(rf"(?<![\w$.>:-]){re.escape(name)}\s*(?:\(|\s+['\"`$\w])", code))
             if raw > seen.get(name, 0):
-                effects.append(_ask(f"{lang} code calls {name} in a way that could not be read"))
+                effects.append(_ask(f"{what} calls {name} in a way that could not be read"))
     if lang == "perl" and re.search(r"(?<![\w$])kill\s*\(?\s*['\"]?\w*['\"]?\s*,\s*-1\b", code):
         effects.append(Effect("hardline", "kill -1 signals every process"))
     return effects
+
+
+def _call(lang: str, kind: str, name: str, toks: list[_Tok], i: int) -> list[Effect]:
+    what = f"{lang} code"
+    arglist = _arglist(toks, i + 1)
+    literal = all(a is not None for a in arglist)
+    args = [a for a in arglist if a is not None]
+    if kind == "ask":
+        return [_ask(f"{what} calls {name}")]
+    if kind == "fork":
+        return [Effect("hardline", FORK_BOMB) if _loop_statement(toks, i) else _ask(f"{what} starts processes "
+                                                                                    "(fork)")]
+    if kind == "eval":
+        if literal and args:
+            return script(lang, "".join(a.text for a in args))
+        return [_ask(f"{what} evaluates code that is not a literal ({name})")]
+    if kind == "open":
+        return _perl_open(arglist)
+    if kind in ("write", "write2", "write12", "open2"):
+        if kind == "open2":
+            mode = arglist[1] if len(arglist) > 1 else None
+            if len(arglist) < 2 or (mode is not None and not set(mode.text) & set("wax+c")):
+                return []
+        picks = {"write": (0,), "open2": (0,), "write2": (1,), "write12": (0, 1)}[kind]
+        targets = [arglist[j] if j < len(arglist) else None for j in picks]
+        return [Effect("write", a.text) if a is not None else
+                _ask(f"{what} writes to a path that is not a literal ({name})") for a in targets]
+    if not literal or not args:
+        return [_ask(f"{what} runs a command that is not a literal ({name})" if kind in ("shell", "run", "argv")
+                     else f"{what} acts on something that is not a literal ({name})")]
+    if kind == "shell" or (kind == "run" and len(args) == 1):
+        return [Effect("shell", args[0].text, piped=True)]
+    if kind in ("run", "argv"):
+        return [Effect("argv", argv=[Word(a.text) for a in args], piped=True)]
+    if kind in ("rm", "rmr", "rmopt"):
+        recursive = kind == "rmr" or (kind == "rmopt" and _options_say_recursive(toks, i))
+        return [Effect("delete", a.text, recursive=recursive) for a in args]
+    if kind == "kill":
+        return [Effect("hardline", "kill -1 signals every process") if any(a.text == "-1" for a in args)
+                else _ask(f"{what} signals processes")]
+    return []
+
+
+def _node_imports(toks: list[_Tok]) -> list[Effect]:
+    """``require("x")``, ``import("x")``, ``import ... from "x"``, ``import "x"``: modules the code loads."""
+    out: list[Effect] = []
+    for i, t in enumerate(toks):
+        nxt = toks[i + 1] if i + 1 < len(toks) else None
+        nxt2 = toks[i + 2] if i + 2 < len(toks) else None
+        if t.kind == "id" and t.text in ("require", "import") and nxt is not None and nxt.text == "(" and \
+                nxt2 is not None and nxt2.kind == "str" and not nxt2.dynamic:
+            out.append(Effect("import", nxt2.text))
+        elif t.kind == "id" and t.text in ("from", "import") and nxt is not None and nxt.kind == "str" and \
+                not nxt.dynamic and (t.text == "from" or i == 0 or toks[i - 1].text in (";", "\n")):
+            out.append(Effect("import", nxt.text))
+    return out
+
+
+def _perl_open(args: list[_Tok | None]) -> list[Effect]:
+    """``open(FH, ">file")``, ``open(FH, ">", $f)``, ``open(FH, "|cmd")``."""
+    mode_tok = args[1] if len(args) > 1 else None
+    if mode_tok is None:
+        return [_ask("perl code opens a file in a mode that is not a literal")] if len(args) > 1 else []
+    mode = mode_tok.text.strip()
+    if "|" in mode or mode.startswith("-"):
+        return [_ask("perl code opens a pipe to a command")]
+    m = re.match(r"^(\+?[<>]{1,2}|)(&?)(.*)$", mode)
+    op, rest = (m.group(1), m.group(3).strip()) if m else ("", mode)
+    if not op or op == "<":
+        return []
+    if rest:
+        return [Effect("write", rest)]
+    path = args[2] if len(args) > 2 else None
+    return [Effect("write", path.text)] if path is not None else [_ask("perl code writes to a path that is not a "
+                                                                        "literal (open)")]
 
 
 # ---------------------------------------------------------------------------------------------- awk
@@ -487,6 +487,8 @@ def awk(code: str) -> list[Effect]:
     effects: list[Effect] = []
     in_print = False
     depth = 0
+    if re.search(r"(^|[\s;{])@load\b", code):
+        effects.append(_ask("awk code loads an extension (@load)"))
     for i, t in enumerate(toks):
         nxt = toks[i + 1] if i + 1 < len(toks) else None
         if t.kind == "id" and t.text in ("print", "printf"):
@@ -498,106 +500,20 @@ def awk(code: str) -> list[Effect]:
         elif t.kind == "p" and t.text == ")":
             depth -= 1
         if t.kind == "id" and t.text == "system":
-            args, literal = _args(toks, i + 1, "awk")
-            effects.append(Effect("shell", "".join(a.text for a in args)) if literal and args else
-                           _ask("awk code runs a command that is not a literal (system)"))
+            args = _arglist(toks, i + 1)
+            literal = bool(args) and all(a is not None for a in args)
+            effects.append(Effect("shell", "".join(a.text for a in args if a is not None), piped=True)
+                           if literal else _ask("awk code runs a command that is not a literal (system)"))
         elif t.kind == "p" and t.text == "|":
             if nxt is not None and nxt.kind == "id" and nxt.text == "getline":
                 prev = toks[i - 1] if i else None
                 effects.append(Effect("shell", prev.text) if prev is not None and prev.kind == "str" else
                                _ask("awk code reads from a command that is not a literal"))
             elif nxt is not None and nxt.kind == "str":
-                effects.append(Effect("shell", nxt.text))
+                effects.append(Effect("shell", nxt.text, piped=True))
             else:
                 effects.append(_ask("awk code pipes into a command that is not a literal"))
         elif in_print and depth <= 0 and t.kind == "p" and t.text in (">", ">>"):
             effects.append(Effect("write", nxt.text) if nxt is not None and nxt.kind == "str" else
                            _ask("awk code writes to a file that is not a literal"))
-    return effects
-
-
-# ---------------------------------------------------------------------------------------------- sed
-
-
-def _sed_part(s: str, i: int, delim: str) -> int:
-    """Index just past the part that ``delim`` closes, starting at ``i``; -1 if it never closes."""
-    while i < len(s):
-        if s[i] == "\\":
-            i += 2
-            continue
-        if s[i] == delim:
-            return i + 1
-        i += 1
-    return -1
-
-
-def sed(script_text: str) -> list[Effect]:
-    """Effects of a sed script: ``e`` runs commands, ``w``/``W`` and ``s///w`` write files."""
-    s = script_text
-    effects: list[Effect] = []
-    i, n = 0, len(s)
-
-    def rest_of_line(j: int) -> tuple[str, int]:
-        end = s.find("\n", j)
-        end = n if end < 0 else end
-        return s[j:end].strip(), end
-
-    while i < n:
-        ch = s[i]
-        if ch in " \t\n;{}!":
-            i += 1
-            continue
-        if ch.isdigit() or ch in "$,~+":
-            i += 1
-            continue
-        if ch == "/" or ch == "\\":
-            delim = "/" if ch == "/" else (s[i + 1] if i + 1 < n else "/")
-            j = _sed_part(s, i + (1 if ch == "/" else 2), delim)
-            if j < 0:
-                return [_ask("the sed script could not be read")]
-            i = j
-            while i < n and s[i] in "IM":
-                i += 1
-            continue
-        if ch == "#":
-            _, i = rest_of_line(i)
-            continue
-        if ch in "sy":
-            if i + 1 >= n:
-                return [_ask("the sed script could not be read")]
-            delim = s[i + 1]
-            j = _sed_part(s, i + 2, delim)
-            k = _sed_part(s, j, delim) if j >= 0 else -1
-            if k < 0:
-                return [_ask("the sed script could not be read")]
-            i = k
-            if ch == "s":
-                m = re.match(r"[gpiIMme0-9]*", s[i:])
-                flags = m.group() if m else ""
-                i += len(flags)
-                if "e" in flags:
-                    effects.append(_ask("sed s///e runs the result as a command"))
-                if i < n and s[i] == "w":
-                    target, i = rest_of_line(i + 1)
-                    effects.append(Effect("write", target))
-            continue
-        if ch in "wW":
-            target, i = rest_of_line(i + 1)
-            effects.append(Effect("write", target))
-            continue
-        if ch == "e":
-            cmd, i = rest_of_line(i + 1)
-            effects.append(Effect("shell", cmd) if cmd else _ask("sed e runs the pattern space as a command"))
-            continue
-        if ch in "aicrRbtT:vlLqQ":
-            _, end = rest_of_line(i + 1)
-            if ch in "btT:v":
-                semi = s.find(";", i + 1)
-                end = semi if 0 <= semi < end else end
-            i = end
-            continue
-        if ch in "=dDgGhHnNpPxzF":
-            i += 1
-            continue
-        return [_ask("the sed script could not be read")]
     return effects

@@ -3,16 +3,20 @@
 Each ``cmd_<name>`` gets the argument words (``Word``: text plus whether it is only known at run time)
 and reports through the engine (``tools/shell/check.py``): ``add`` a finding, ``write`` a target (the
 workspace rule decides later), or hand code on (``run_argv``, ``run_text``, ``run_code``, ``run_sql``).
+A relative target is also resolved from every directory the line may have ``cd``'d to, so ``cd / && rm
+-rf *`` is the whole filesystem. Moving the system or the home directory away is as final as deleting it.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 from typing import TYPE_CHECKING
 
-from tools.shell.options import Opts, parse_opts
+from tools.shell.options import parse_opts
 from tools.shell.parse import Word
 from tools.shell.paths import BLOCK_DEVICE, HARMLESS_SINKS, critical
+from tools.shell.values import quote
 
 if TYPE_CHECKING:
     from tools.shell.engine import Engine as _Base
@@ -33,19 +37,35 @@ _SED_LONG = ("--in-place", "--expression", "--file", "--quiet", "--silent", "--r
              "--follow-symlinks", "--unbuffered", "--binary", "--help", "--version")
 _PERM_LONG = ("--recursive", "--reference", "--changes", "--silent", "--quiet", "--verbose", "--no-dereference",
               "--dereference", "--from", "--preserve-root", "--no-preserve-root", "--help", "--version")
-_GIT_RUNS = re.compile(
-    r"^(core\.(pager|editor|sshcommand|fsmonitor|askpass|gitproxy)|sequence\.editor|diff\.external|"
-    r"diff\..+\.(textconv|command)|merge\..+\.driver|filter\..+\.(clean|smudge|process)|credential(\..+)?\.helper|"
-    r"gpg(\..+)?\.program|pager\..+|alias\..+|uploadpack\.packobjectshook|remote\..+\.(uploadpack|receivepack|proxy)|"
-    r"(merge|diff)tool\..+\.cmd|man\..+\.cmd|browser\..+\.cmd|web\.browser|sendemail\..+|interactive\.difffilter|"
-    r"core\.hookspath|include(if\..+)?\.path|init\.templatedir|protocol\..*allow|instaweb\..+)$", re.IGNORECASE)
-_GIT_PATHS = re.compile(r"^(core\.hookspath|include(if\..+)?\.path|init\.templatedir|protocol\..*allow)$", re.I)
-_GIT_MUTATES = frozenset({"checkout", "switch", "pull", "merge", "reset", "restore", "apply", "am", "stash",
-                          "cherry-pick", "rebase", "revert", "clone", "worktree", "submodule", "read-tree"})
+_DOCKER_READS = frozenset({
+    "ps", "images", "inspect", "logs", "version", "info", "stats", "top", "port", "history", "diff", "search",
+    "container ls", "container ps", "container inspect", "container logs", "container top", "container port",
+    "image ls", "image inspect", "image history", "volume ls", "volume inspect", "network ls", "network inspect",
+    "compose ps", "compose logs", "compose config", "compose ls", "compose images", "compose version",
+    "system df", "system info", "context ls", "context show", "buildx ls", "manifest inspect", "pull",
+})
+_DOCKER_RUN_FLAGS = frozenset({"--rm", "--interactive", "--tty", "--detach", "--init", "--read-only", "--quiet",
+                               "--no-healthcheck", "--sig-proxy"})
+_DOCKER_RUN_VALUES = frozenset({"--name", "-e", "--env", "--env-file", "-w", "--workdir", "--entrypoint", "--pull",
+                                "--platform", "-u", "--user", "--label", "-l", "--hostname", "-h", "--memory", "-m",
+                                "--cpus", "--stop-timeout", "--stop-signal", "--restart", "--log-driver",
+                                "--memory-swap", "--pids-limit", "--shm-size", "--ulimit", "--tmpfs", "-a", "--attach"})
 
 
 class Rules(_Base):
     # ---- deleting and overwriting ------------------------------------------------------------------
+
+    def critical_here(self, target: Word) -> str | None:
+        """``critical`` of the target as written, and as resolved from each directory the line may be in."""
+        why = critical(target)
+        if why is not None or target.text.startswith(("/", "~", "$")) or target.dynamic:
+            return why
+        for d in self.here():
+            if d is not None:
+                why = critical(Word(posixpath.join(d, target.text), glob=target.glob))
+                if why is not None:
+                    return why
+        return None
 
     def cmd_rm(self, args: list[Word]) -> None:
         o = parse_opts(args, longs=_RM_LONG)
@@ -55,7 +75,7 @@ class Rules(_Base):
         recursive = o.has("-r", "-R", "--recursive")
         force = o.has("-f", "--force")
         for target in o.operands:
-            why = critical(target)
+            why = self.critical_here(target)
             if why is not None and (recursive or why.startswith("the whole")):
                 self.add("hardline", f"rm -r{'f' if force else ''} of {why}")
                 return
@@ -91,6 +111,10 @@ class Rules(_Base):
         if name == "mv":
             sources = o.operands if target_dir else o.operands[:-1]
             for src in sources:
+                why = self.critical_here(src)
+                if why is not None:
+                    self.add("hardline", f"mv moves {why} away")
+                    return
                 self.write(src, "mv moves away", glob_ok=True, own_link=links)
         if name == "install" and o.has("-d", "--directory"):
             return
@@ -114,14 +138,34 @@ class Rules(_Base):
 
     def cmd_ln(self, args: list[Word]) -> None:
         self.ctx.links += 1
+        o = parse_opts(args, short_args="tS", long_args=("--target-directory", "--suffix", "--backup"))
+        if o.value("-t", "--target-directory"):
+            dests = o.value("-t", "--target-directory")
+        elif len(o.operands) >= 2:
+            dests = o.operands[-1:]
+        else:
+            dests = [Word(posixpath.basename(w.text) or w.text, w.dynamic) for w in o.operands]
+        for dest in dests:
+            self.write(dest, "ln makes a link at", own_link=True)
 
     def cmd_rsync(self, args: list[Word]) -> None:
         o = parse_opts(args, short_args="efTB", long_args=("--rsh", "--rsync-path", "--filter", "--exclude",
-                                                           "--include", "--temp-dir", "--backup-dir"))
+                                                           "--include", "--temp-dir", "--backup-dir", "--log-file",
+                                                           "--write-batch", "--only-write-batch", "--files-from",
+                                                           "--partial-dir", "--compare-dest", "--copy-dest",
+                                                           "--link-dest", "--chmod", "--chown", "--usermap"))
         if any(a.text.startswith(("--delete", "--del", "--remove-source")) for a in args):
             self.add("dangerous", "rsync --delete removes files at the destination")
         for w in o.value("-e", "--rsh", "--rsync-path"):
             self.run_word(w, "rsync -e")
+        for w in o.value("--log-file", "--write-batch", "--only-write-batch"):
+            self.write(w, "rsync writes")
+        if len(o.operands) >= 2:
+            dest = o.operands[-1]
+            if re.match(r"^[^/]*:", dest.text) or dest.text.startswith("rsync://"):
+                self.add("dangerous", "rsync copies to another host")
+            else:
+                self.write(dest, "rsync writes into", own_link=True)
         self.ctx.links += 1
 
     def cmd_sed(self, args: list[Word]) -> None:
@@ -223,9 +267,11 @@ class Rules(_Base):
                     if b.text in (";", "+"):
                         break
                     inner.append(b)
+                # ``{}`` is every path found under a root: the root itself for the worst case (``find /
+                # -exec rm -rf {} +``), and only known at run time for where the writes land.
                 for root in roots:
-                    argv = [Word(b.text.replace("{}", root.text), b.dynamic or root.dynamic, b.glob)
-                            if "{}" in b.text else b for b in inner]
+                    argv = [Word(b.text.replace("{}", root.text), True, b.glob) if "{}" in b.text else b
+                            for b in inner]
                     self.run_argv(argv, f"find {t}")
             elif t in ("-fprint", "-fprint0", "-fls", "-fprintf") and j + 1 < len(expr):
                 self.write(expr[j + 1], f"find {t} overwrites")
@@ -242,10 +288,13 @@ class Rules(_Base):
 
     def _recursive_perm(self, name: str, args: list[Word]) -> None:
         o = parse_opts(args, longs=_PERM_LONG, long_args=("--reference", "--from"))
+        targets = o.operands[1:] if not o.value("--reference") else o.operands
         if not o.has("-R", "--recursive"):
+            for target in targets:  # a change of mode or owner is a write to the file
+                self.write(target, f"{name} changes", glob_ok=True)
             return
-        for target in o.operands[1:] if not o.value("--reference") else o.operands:
-            why = critical(target)
+        for target in targets:
+            why = self.critical_here(target)
             if why is not None:
                 self.add("hardline", f"{name} -R on {why}")
                 return
@@ -282,22 +331,6 @@ class Rules(_Base):
 
     cmd_telinit = cmd_init
 
-    def cmd_systemctl(self, args: list[Word]) -> None:
-        verbs = [a.text for a in args if not a.text.startswith("-")]
-        verb = verbs[0] if verbs else ""
-        if verb in ("reboot", "poweroff", "halt", "kexec", "soft-reboot", "emergency", "rescue"):
-            self._power(f"systemctl {verb}")
-        elif verb in ("stop", "disable", "mask", "kill", "isolate"):
-            self.add("dangerous", f"systemctl {verb} stops a service")
-        elif any(a.dynamic for a in args):
-            self.add("dangerous", "systemctl with arguments only known at run time")
-
-    cmd_loginctl = cmd_systemctl
-
-    def cmd_service(self, args: list[Word]) -> None:
-        if len(args) >= 2 and args[1].text in ("stop", "restart"):
-            self.add("dangerous", f"service {args[1].text} stops a service")
-
     def cmd_kill(self, args: list[Word]) -> None:
         rest = [a.text for a in args]
         if rest[:1] in (["-l"], ["-L"], ["--list"], ["--table"]):
@@ -330,6 +363,7 @@ class Rules(_Base):
         pair = " ".join(words[:2])
         if any(a.dynamic for a in args[:3]):
             self.add("dangerous", "docker with arguments only known at run time")
+            return
         if words[:1] in (["rm"], ["rmi"]) or pair in (
             "system prune", "container rm", "container prune", "image rm", "image prune", "volume rm",
             "volume prune", "network prune", "builder prune", "compose rm",
@@ -338,146 +372,35 @@ class Rules(_Base):
             self.add("dangerous", f"docker {what} deletes containers or data")
         elif pair == "compose down" and any(a.text in ("-v", "--volumes") for a in args):
             self.add("dangerous", "docker compose down -v deletes volumes")
-        texts = [a.text for a in args]
-        for i, t in enumerate(texts):
-            mount = texts[i + 1] if t in ("-v", "--volume", "--mount") and i + 1 < len(texts) else \
-                t.split("=", 1)[1] if t.startswith(("--volume=", "--mount=")) else None
-            if t in ("--privileged", "--pid=host", "--userns=host") or t.startswith("--cap-add"):
-                self.add("dangerous", f"docker {t} gives the container power over the host")
-            elif mount is not None:
-                src = re.sub(r"^(type=\w+,)?(src|source)=", "", mount).split(":")[0].split(",")[0]
-                if critical(src) is not None or "docker.sock" in src:
-                    self.add("dangerous", f"docker mounts {src} from the host")
+        elif words[:1] in (["run"], ["create"]) or pair in ("container run", "container create"):
+            self.docker_run(args[args.index(next(a for a in args if a.text in ("run", "create"))) + 1:])
+        elif not (words[:1] and (words[0] in _DOCKER_READS or pair in _DOCKER_READS)):
+            self.add("dangerous", f"docker {pair or 'with these options'} is not known to be harmless")
+
+    def docker_run(self, args: list[Word]) -> None:
+        """``docker run`` with only options that keep the container to itself; the rest asks."""
+        i = 0
+        while i < len(args):
+            t = args[i].text
+            i += 1
+            if not t.startswith("-") or t == "--":
+                return  # the image: what runs inside the container stays inside it
+            name, eq, _ = t.partition("=")
+            if name in _DOCKER_RUN_FLAGS or (not name.startswith("--") and set(name[1:]) <= set("itdq")):
+                continue
+            if name in _DOCKER_RUN_VALUES:
+                i += 0 if eq else 1
+                continue
+            if name in ("--network", "--net") and (t.partition("=")[2] if eq else
+                                                   args[i].text if i < len(args) else "") in ("none", "bridge",
+                                                                                              "default"):
+                i += 0 if eq else 1
+                continue
+            self.add("dangerous", f"docker run {name} is not known to keep the container to itself")
+            return
 
     cmd_podman = cmd_docker
 
-    # ---- git -----------------------------------------------------------------------------------------
-
-    def git_config_value(self, key: str, value: Word, how: str) -> None:
-        if not _GIT_RUNS.match(key):
-            return
-        if value.dynamic:
-            self.add("dangerous", f"{how} sets {key} to something only known at run time")
-        elif _GIT_PATHS.match(key):
-            self.add("dangerous", f"{how} sets {key}, which makes git run other programs")
-        elif key.lower().startswith("alias."):
-            if value.text.startswith("!"):
-                self.run_text(value.text[1:], f"git alias {key[6:]}")
-        elif key.lower().endswith(".helper") and not value.text.startswith(("!", "/")):
-            return
-        else:
-            self.run_text(value.text.lstrip("!"), f"git {key}")
-
-    def cmd_git(self, args: list[Word]) -> None:
-        rest = list(args)
-        aliases: dict[str, str] = {}
-        while rest and rest[0].text.startswith("-"):
-            opt = rest.pop(0)
-            if opt.text in ("-c", "--config-env") and rest:
-                pair = rest.pop(0)
-                key, _, val = pair.text.partition("=")
-                if opt.text == "--config-env":
-                    self.add("dangerous", "git --config-env takes settings from the environment")
-                self.git_config_value(key, Word(val, pair.dynamic), "git -c")
-                if key.lower().startswith("alias."):
-                    aliases[key[6:].lower()] = val
-            elif opt.text in ("-C", "--git-dir", "--work-tree", "--namespace", "--exec-path") and rest:
-                rest.pop(0)
-            elif opt.text.startswith("--exec-path="):
-                self.add("dangerous", "git --exec-path runs git commands from another directory")
-        if not rest:
-            return
-        sub_word, sargs = rest[0], rest[1:]
-        sub = sub_word.text
-        if sub_word.dynamic:
-            self.add("dangerous", "the git command is only known at run time")
-            return
-        alias = aliases.get(sub.lower(), self.ctx.git_aliases.get(sub.lower()))
-        if alias is not None:
-            if alias.startswith("!"):
-                self.run_text(alias[1:] + "".join(" " + sh_quote(a.text) for a in sargs), f"git alias {sub}")
-            elif self.depth < 8:
-                self.run_argv([Word("git"), *[Word(x) for x in alias.split()], *sargs], f"git alias {sub}")
-            return
-        if sub in _GIT_MUTATES:
-            self.ctx.links += 1
-        self.git_sub(sub, sargs)
-
-    def git_sub(self, sub: str, sargs: list[Word]) -> None:
-        o: Opts = parse_opts(sargs, longs=_GIT_LONGS.get(sub, ()),
-                             short_args="xm" if sub in ("rebase", "commit") else "",
-                             long_args=("--exec", "--message", "--upload-pack", "--receive-pack"))
-        texts = [a.text for a in sargs]
-        operands = [w.text for w in o.operands]
-        dyn = o.dynamic or any(w.dynamic for w in o.operands)
-        if sub == "reset" and o.has("--hard", "--merge", "--keep"):
-            self.add("dangerous", "git reset --hard throws away uncommitted work")
-        elif sub == "clean" and o.has("-f", "--force"):
-            self.add("dangerous", "git clean -f deletes untracked files")
-        elif sub == "checkout" and ("--" in texts or "." in operands or o.has("-f", "--force")):
-            self.add("dangerous", "git checkout -- throws away uncommitted changes")
-        elif sub == "restore" and not o.has("--staged", "-S"):
-            self.add("dangerous", "git restore throws away uncommitted changes")
-        elif sub == "push" and (o.has("-f", "--force", "--force-with-lease", "--force-if-includes", "--mirror",
-                                      "--delete", "-d", "--prune") or any(x.startswith("+") for x in operands)
-                                or any(x.startswith(":") for x in operands[1:])):
-            self.add("dangerous", "git push --force rewrites the remote's history")
-        elif sub == "branch" and (o.has("-D") or (o.has("-d", "--delete") and o.has("-f", "--force"))):
-            self.add("dangerous", "git branch -D deletes a branch that may not be merged")
-        elif sub == "stash" and operands[:1] in (["clear"], ["drop"]):
-            self.add("dangerous", "git stash clear/drop throws away stashed work")
-        elif sub == "filter-branch":
-            self.add("dangerous", "git filter-branch rewrites history and runs its filters")
-        elif sub == "config":
-            self.git_config(o)
-        elif sub in ("reset", "clean", "checkout", "restore", "push", "branch", "stash") and dyn:
-            self.add("dangerous", f"git {sub} with arguments only known at run time")
-        for w in o.value("--exec", "-x", "--upload-pack", "--receive-pack", "-u"):
-            self.run_word(w, f"git {sub} {w.text and '--exec'}")
-        if sub == "rebase" and o.has("-x", "--exec") and not o.value("--exec", "-x"):
-            self.add("dangerous", "git rebase --exec runs commands")
-        if sub == "bisect" and operands[:1] == ["run"]:
-            self.run_argv(o.operands[1:], "git bisect run")
-        if sub == "submodule" and "foreach" in operands:
-            idx = texts.index("foreach")
-            cmd = [a for a in sargs[idx + 1:] if not a.text.startswith("--recursive")]
-            self.run_text(" ".join(sh_quote(a.text) for a in cmd), "git submodule foreach")
-        if sub in ("difftool", "mergetool") and any(t.startswith(("-x", "--extcmd")) for t in texts):
-            self.add("dangerous", f"git {sub} --extcmd runs a command")
-        if any("ext::" in t for t in texts):
-            self.add("dangerous", "a git ext:: URL runs a command")
-
-    def git_config(self, o: Opts) -> None:
-        ops = [w for w in o.operands]
-        if ops and ops[0].text in ("set", "get", "unset", "list", "edit", "rename-section", "remove-section"):
-            verb = ops.pop(0).text
-            if verb != "set":
-                return
-        if o.has("--unset", "--unset-all", "--get", "--get-all", "--get-regexp", "--list", "-l", "--edit", "-e"):
-            return
-        if len(ops) >= 2:
-            key, value = ops[0], ops[1]
-            if key.dynamic:
-                self.add("dangerous", "git config of a key only known at run time")
-            self.git_config_value(key.text, value, "git config")
-            if key.text.lower().startswith("alias."):
-                self.ctx.git_aliases[key.text[6:].lower()] = value.text
-
-
-_GIT_LONGS: dict[str, tuple[str, ...]] = {
-    "reset": ("--hard", "--soft", "--mixed", "--merge", "--keep", "--quiet", "--patch", "--recurse-submodules"),
-    "clean": ("--force", "--dry-run", "--quiet", "--interactive", "--exclude"),
-    "checkout": ("--force", "--quiet", "--detach", "--track", "--orphan", "--ours", "--theirs", "--merge",
-                 "--patch", "--progress", "--overwrite-ignore", "--ignore-other-worktrees"),
-    "restore": ("--staged", "--worktree", "--source", "--patch", "--ours", "--theirs", "--merge", "--quiet"),
-    "push": ("--force", "--force-with-lease", "--force-if-includes", "--mirror", "--delete", "--prune",
-             "--all", "--tags", "--follow-tags", "--set-upstream", "--dry-run", "--quiet", "--verbose",
-             "--no-verify", "--atomic", "--receive-pack", "--exec", "--porcelain", "--progress", "--signed"),
-    "branch": ("--delete", "--force", "--move", "--copy", "--list", "--all", "--remotes", "--verbose",
-               "--set-upstream-to", "--unset-upstream", "--contains", "--merged", "--no-merged", "--show-current"),
-    "rebase": ("--exec", "--interactive", "--onto", "--continue", "--abort", "--skip", "--root", "--autosquash"),
-}
-
 
 def sh_quote(word: str) -> str:
-    return "'" + word.replace("'", "'\\''") + "'" if re.search(r"[^\w@%+=:,./-]", word) or not word else word
+    return quote(word) if word else "''"

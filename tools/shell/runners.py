@@ -1,9 +1,11 @@
 """Commands that run other commands or code: wrappers, shells, interpreters, database clients.
 
 A wrapper (sudo, env, nohup, timeout, xargs...) is peeled and what it runs is checked as if it stood
-alone; ``sudo`` and friends also ask. A shell or an interpreter runs code from ``-c``/``-e``, from a
-script file, or from standard input: literal code is checked recursively, code only known at run time
-needs approval. Database clients get their SQL checked (``tools/shell/sql.py``).
+alone, with the same standard input (xargs: the items it reads are the arguments); ``sudo`` and friends
+also ask. A shell or an interpreter runs code from ``-c``/``-e``, from a script file (with its
+arguments as positional parameters), or from standard input: literal code is checked recursively, code
+only known at run time needs approval, and so do options that load code from elsewhere (``ruby -r``,
+``lua -l``, ``perl -I``, ``php -d``, ``node -r``). Database clients get their SQL checked (``sql.py``).
 """
 
 from __future__ import annotations
@@ -11,32 +13,28 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import shlex
 from typing import TYPE_CHECKING
 
-from tools.shell.options import parse_opts
-from tools.shell.parse import Command, Feed, Word
+from tools.shell.engine import UNKNOWN_INPUT
+from tools.shell.options import Opts, parse_opts
+from tools.shell.parse import Feed, Word
+from tools.shell.projects import Projects
+from tools.shell.reading import LANGS, SHELLS, python_user_site
 from tools.shell.rules import sh_quote
-from tools.shell.static import feed_bytes
 
 if TYPE_CHECKING:
-    from tools.shell.engine import Engine as _Base
-else:
-    _Base = object
+    from tools.shell.engine import Engine
 
-_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "fish", "ash", "csh", "tcsh", "yash", "posh",
-                     "rbash", "oksh", "loksh"})
-_LANGS = {"python": "python", "python2": "python", "python3": "python", "pypy": "python", "pypy3": "python",
-          "perl": "perl", "ruby": "ruby", "node": "node", "nodejs": "node", "bun": "node", "deno": "node",
-          "php": "php", "lua": "lua", "luajit": "lua", "awk": "awk", "gawk": "awk", "mawk": "awk",
-          "nawk": "awk", "busybox-awk": "awk"}
-_EXT_LANG = {".sh": "shell", ".bash": "shell", ".zsh": "shell", ".py": "python", ".pl": "perl", ".rb": "ruby",
-             ".js": "node", ".mjs": "node", ".cjs": "node", ".php": "php", ".lua": "lua", ".awk": "awk"}
+    class _Base(Engine, Projects):  # what the mixins of the walk provide each other
+        pass
+else:
+    _Base = Projects
+
 _DB_CLIENTS = frozenset({"psql", "mysql", "mariadb", "sqlite3", "sqlite", "sqlcmd", "duckdb", "clickhouse-client",
                          "clickhouse", "cockroach", "pgcli", "mycli", "litecli", "usql"})
-_DOWNLOADERS = frozenset({"curl", "wget", "fetch", "aria2c", "http", "https", "xh"})
-_EXTRACTORS = frozenset({"tar", "bsdtar", "unzip", "7z", "7za", "cpio", "patch", "unrar", "gunzip", "ar"})
 # name -> (short options with a value, long options with a value, what follows the options)
-_WRAPPERS: dict[str, tuple[str, tuple[str, ...], str]] = {
+WRAPPERS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "sudo": ("ugCDhprtUTR", ("--user", "--group", "--close-from", "--chdir", "--host", "--prompt", "--role",
                             "--type", "--other-user", "--command-timeout", "--chroot"), "root"),
     "doas": ("uC", (), "root"),
@@ -73,14 +71,24 @@ _WRAPPERS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "unbuffer": ("", (), ""), "caffeinate": ("w", (), ""), "catchsegv": ("", (), ""),
     "fakeroot": ("", (), ""), "dbus-run-session": ("", (), ""), "xvfb-run": ("nsfe", (), ""),
     "firejail": ("", (), ""), "valgrind": ("", (), ""), "coproc": ("", (), ""), "then": ("", (), ""),
-    "do": ("", (), ""), "else": ("", (), ""), "!": ("", (), ""),
+    "do": ("", (), ""), "else": ("", (), ""), "!": ("", (), ""), "{": ("", (), ""), "}": ("", (), ""),
 }
+# ``python -m`` modules that only read and print.
+_PY_MODULES = frozenset({"json.tool", "this", "platform", "sysconfig", "site", "tokenize", "ast", "dis",
+                         "calendar", "uuid", "base64", "quopri", "py_compile", "tabnanny", "pyclbr", "timeit",
+                         "locale", "mimetypes", "sqlite3"})
 
 
 class Runners(_Base):
     def unwrap(self, name: str, args: list[Word]) -> list[Word] | None:
-        short_args, long_args, then = _WRAPPERS[name]
+        """What a wrapper runs (None: nothing more, or it was handed on already). Keeps ``cur_feed`` right."""
+        short_args, long_args, then = WRAPPERS[name]
         if name == "command" and args and args[0].text in ("-v", "-V"):
+            return None
+        if name == "coproc" and len(args) > 1 and args[1].text in ("{", "(", "((", "if", "while", "until", "for",
+                                                                   "case", "[[", "select"):
+            args = args[1:]  # ``coproc NAME { ...; }``: the name is not the command
+        if name == "}":
             return None
         o = parse_opts(args, short_args=short_args, long_args=long_args, stop_at_operand=True)
         rest = o.operands
@@ -95,6 +103,8 @@ class Runners(_Base):
                 return None
         if then == "outside":
             self.add("dangerous", f"{name} runs a command outside this session")
+        for w in o.value("-o", "--output") if name in ("time", "strace", "ltrace") else []:
+            self.write(w, f"{name} -o writes")
         for w in o.value("-C", "--chdir", "-D", "--working-directory"):
             self.ctx.cds.append(w if not w.dynamic else None)
         if then == "env":
@@ -105,7 +115,9 @@ class Runners(_Base):
                 rest = rest[1:]
             while rest and "=" in rest[0].text and not rest[0].text.startswith("="):
                 key, _, val = rest[0].text.partition("=")
-                self.assignment(key, Word(val, rest[0].dynamic))
+                value = Word(val, rest[0].dynamic)
+                self.assignment(key, value)
+                self.env_assigns.append((key, value))
                 rest = rest[1:]
         if then == "skip1" and not o.has("-p", "--pid"):
             rest = rest[1:]
@@ -122,38 +134,59 @@ class Runners(_Base):
                 self.run_word(Word(" ".join(w.text for w in rest), any(w.dynamic for w in rest)), "watch")
             return None
         if then == "xargs":
-            repl = o.value("-I", "--replace", "-i")
-            if not rest:
-                return None
-            if repl:
-                marker = repl[0].text or "{}"
-                return [Word(w.text, True) if marker in w.text else w for w in rest]
-            return [*rest, Word("$XARGS_INPUT", dynamic=True)]
+            return self.xargs(o, rest)
         return rest
+
+    def xargs(self, o: Opts, rest: list[Word]) -> list[Word] | None:
+        """xargs runs its command with the items it reads appended (or put in for ``-I``): when the line fixes
+        that input (``echo / | xargs rm -rf``), those are the arguments; else they are only known at run time."""
+        files = o.value("-a", "--arg-file")
+        before = len(self.ctx.reads)
+        data = (self.read_file(files[0])[0] if files else self.stdin_data(self.cur_feed))
+        self.cur_feed = None  # the command gets /dev/null as standard input
+        if data is not None and len(self.ctx.reads) > before:  # items read from a file: never quoted
+            child = self.nested("xargs", feed=None, quiet=f"{self.prefix}xargs with items read from a file")
+            if child is not None and rest:
+                child.argv(rest + [Word(x) for x in _items(data, o)], None)
+            return None
+        if not rest:
+            return None
+        items = _items(data, o) if data is not None else None
+        repl = o.value("-I", "--replace", "-i")
+        if repl:
+            marker = repl[0].text or "{}"
+            if not items:
+                return [Word(w.text, True) if marker in w.text else w for w in rest]
+            for item in items[1:]:
+                self.run_argv([Word(w.text.replace(marker, item)) for w in rest], "xargs", feed=None)
+            return [Word(w.text.replace(marker, items[0])) for w in rest]
+        if items is None:
+            return [*rest, Word("$XARGS_INPUT", dynamic=True)]
+        return [*rest, *(Word(x) for x in items)]
 
     # ---- commands that run other code ----------------------------------------------------------------
 
-    def by_kind(self, name: str, args: list[Word], cmd: Command | None) -> None:
+    def by_kind(self, name: str, args: list[Word]) -> bool:
         base = re.sub(r"[\d.]+$", "", name)
         if name.startswith("mkfs") or name in ("mke2fs", "mkswap", "wipefs", "mkdosfs", "mkntfs"):
             self.add("hardline", f"{name} formats a disk")
-        elif name in _SHELLS or base in _SHELLS:
-            self.shell(name, args, cmd)
-        elif name in _LANGS or base in _LANGS:
-            self.interpreter(name, _LANGS.get(name) or _LANGS[base], args, cmd)
+        elif name in SHELLS or base in SHELLS:
+            self.shell(name, args)
+        elif name in LANGS or base in LANGS:
+            self.interpreter(name, LANGS.get(name) or LANGS[base], args)
         elif name in _DB_CLIENTS:
-            self.database(name, args, cmd)
+            self.database(name, args)
         elif name == "herald":
             self.add("dangerous", "the herald CLI changes Herald's own state")
         elif name in ("eval", "trap"):
             if name == "trap" and (not args or args[0].text in ("-l", "-p", "-", "")):
-                return
+                return True
             code = args[:1] if name == "trap" else args
             if code:
                 self.run_word(Word(" ".join(w.text for w in code), any(w.dynamic for w in code)), name)
         elif name in ("source", "."):
             if args:
-                self.run_file(args[0], "shell", name)
+                self.run_file(args[0], "shell", name, args=args[1:] if len(args) > 1 else None)
         elif name == "alias":
             self.alias(args)
         elif name in ("cd", "pushd", "popd"):
@@ -164,11 +197,9 @@ class Runners(_Base):
         elif name in ("crontab", "at", "batch"):
             if not (name == "crontab" and any(a.text == "-l" for a in args)):
                 self.add("dangerous", f"{name} schedules commands to run later")
-        elif name in _DOWNLOADERS:
-            self.download(name, args)
-        elif name in _EXTRACTORS:
-            self.ctx.links += 1
-            self.ctx.opaque.add(self.owner)
+        else:
+            return self.project(name, args)
+        return True
 
     def alias(self, args: list[Word]) -> None:
         for w in args:
@@ -184,6 +215,9 @@ class Runners(_Base):
     def other_user(self, name: str, args: list[Word]) -> None:
         if name == "ssh":
             o = parse_opts(args, short_args="BbcDEeFIiJLlmOopQRSWw", stop_at_operand=True)
+            if o.value("-F"):
+                self.add("dangerous", "ssh -F reads a configuration that can run commands")
+            self.home_rc("ssh", ".ssh/config")
             for opt in o.value("-o"):
                 key, _, val = opt.text.partition("=")
                 if key.lower() in ("proxycommand", "localcommand", "knownhostscommand"):
@@ -201,19 +235,8 @@ class Runners(_Base):
             if name == "runuser" and o.operands and not o.value("-c", "--command"):
                 self.run_argv(o.operands, name)
 
-    def download(self, name: str, args: list[Word]) -> None:
-        o = parse_opts(args, short_args="oOPdXHAeEuwTm" if name == "curl" else "OoPaeiU",
-                       long_args=("--output", "--output-document", "--directory-prefix", "--header", "--data",
-                                  "--user-agent", "--user", "--config", "--referer", "--request"))
-        for w in o.value("-o", "--output") if name == "curl" else o.value("-O", "--output-document"):
-            self.write(w, f"{name} overwrites")
-        if name == "curl" and o.has("-O", "--remote-name"):
-            for url in o.operands:
-                self.write(Word(posixpath.basename(url.text.split("?")[0]) or url.text, url.dynamic),
-                           "curl -O overwrites")
-
-    def shell(self, name: str, args: list[Word], cmd: Command | None) -> None:
-        command_mode = noexec = interactive = stdin_mode = False
+    def shell(self, name: str, args: list[Word]) -> None:
+        command_mode = noexec = interactive = stdin_mode = login = False
         i = 0
         operand: Word | None = None
         while i < len(args):
@@ -226,6 +249,7 @@ class Runners(_Base):
                 i += 1
                 continue
             if t.startswith("--"):
+                login |= t == "--login"
                 command_mode |= t.startswith("--command")
                 noexec |= t in ("--noexec", "--no-execute")
                 if t.startswith("--command=") or t.startswith("--init-command"):
@@ -236,6 +260,7 @@ class Runners(_Base):
                 command_mode |= "c" in letters
                 noexec |= "n" in letters and t[0] == "-"
                 interactive |= "i" in letters
+                login |= "l" in letters and t[0] == "-"
                 stdin_mode |= "s" in letters
                 if ("o" in letters or "O" in letters) and i < len(args):
                     i += 1
@@ -246,16 +271,27 @@ class Runners(_Base):
             operand = args[i]
         if noexec and not interactive:
             return
+        self.startup_files(name, login, interactive)
         if command_mode:
-            if operand is not None:
-                self.run_word(operand, f"{name} -c")
+            if operand is not None:  # bash -c CODE NAME ARGS...: NAME is $0, then $1...
+                self.run_word(operand, f"{name} -c", positional=args[i + 1:] or [Word(name)])
             return
         if operand is not None and not stdin_mode:
-            self.run_file(operand, "shell", f"{name} {operand.text}")
+            self.run_file(operand, "shell", f"{name} {operand.text}", args=args[i + 1:])
             return
-        self.stdin_code(name, "shell", cmd)
+        self.stdin_code(name, "shell", self.cur_feed)
 
-    def interpreter(self, name: str, lang: str, args: list[Word], cmd: Command | None) -> None:
+    def startup_files(self, name: str, login: bool, interactive: bool) -> None:
+        """A login or interactive shell runs start-up files from its home, which is the workspace."""
+        ws = self.ctx.workspace
+        if ws is None or not (login or interactive):
+            return
+        names = (".bash_profile", ".bash_login", ".profile") if login else ()
+        for f in (*names, *((".bashrc",) if interactive else ())):
+            if os.path.lexists(posixpath.join(ws, f)):
+                self.run_file(Word(posixpath.join(ws, f)), "shell", f"{name} start-up file {f}", feed=None)
+
+    def interpreter(self, name: str, lang: str, args: list[Word]) -> None:
         codes: list[Word] = []
         files: list[Word] = []
         in_place = check_only = False
@@ -282,6 +318,10 @@ class Runners(_Base):
             if t in ("--check", "--syntax-check", "--version", "--help") and lang in ("node", "php"):
                 check_only = True
                 continue
+            if (lang == "node" and t.split("=")[0] in ("--test", "--run", "--watch")) or (lang == "php" and t == "-S"):
+                self.add("dangerous", f"{name} {t} runs project code (tests, scripts or a server) that is not on "
+                                      "the command line")
+                return
             if t in ("--require", "--import", "--loader", "--experimental-loader", "--source", "--include",
                      "--load", "--file", "--exec") and i < len(args):
                 if t == "--source":
@@ -329,6 +369,10 @@ class Runners(_Base):
                         i += 1
                     if (lang == "ruby" and ch == "C") or (lang == "perl" and ch == "x"):
                         self.ctx.cds.append(None)
+                    if (lang, ch) in (("ruby", "r"), ("ruby", "I"), ("lua", "l"), ("perl", "I"), ("php", "d"),
+                                      ("node", "r"), ("php", "c")):
+                        self.add("dangerous", f"{name} -{ch} loads code or settings that are not on the command "
+                                              "line")
                     break
                 if ch in attached:
                     break
@@ -337,8 +381,11 @@ class Runners(_Base):
         operands = args[i:]
         if check_only and not codes and lang != "perl":
             return
+        if lang == "python" and python_user_site(self.ctx.workspace):
+            self.add("dangerous", "python runs code installed in the sandbox's home (~/.local: .pth files, packages)",
+                     own=False)
         if module is not None:
-            self.python_module(module)
+            self.python_module(module, operands)
             return
         if lang == "awk" and not codes and not files and operands:
             codes.append(operands[0])
@@ -346,9 +393,9 @@ class Runners(_Base):
         how = f"{name} code"
         for c in codes:
             if c.dynamic:
-                self.add("dangerous", f"{name} runs code that is only known at run time")
+                self.add("dangerous", f"{name} runs code that is only known at run time", own=False)
             else:
-                self.run_code(lang, c.text, how)
+                self.run_code(lang, c.text, how, base=self.ctx.cwd)
         for f in files:
             self.run_file(f, lang, f"{name} {f.text}")
         if not codes and not files:
@@ -356,47 +403,68 @@ class Runners(_Base):
                 self.run_file(operands[0], lang, f"{name} {operands[0].text}")
                 operands = operands[1:]
             else:
-                self.stdin_code(name, lang, cmd)
+                self.stdin_code(name, lang, self.cur_feed)
         if in_place:
             for f in operands:
                 self.write(f, f"{name} -i edits in place", glob_ok=True)
 
-    def python_module(self, module: Word) -> None:
+    def python_module(self, module: Word, args: list[Word]) -> None:
         if module.dynamic:
             self.add("dangerous", "python runs a module only known at run time")
-        elif module.text.split(".")[0] in ("gateway", "herald"):
+            return
+        top = module.text.split(".")[0]
+        if top in ("gateway", "herald"):
             self.add("dangerous", "the herald CLI changes Herald's own state")
-        elif self.ctx.cwd is not None:
+            return
+        if self.ctx.cwd is not None:
             rel = module.text.replace(".", "/")
             for candidate in (rel + ".py", rel + "/__main__.py"):
                 if os.path.isfile(posixpath.join(self.ctx.cwd, candidate)):
                     self.run_file(Word(candidate), "python", f"python -m {module.text}")
                     return
+        if module.text in _PY_MODULES:
+            return
+        if top in ("pip", "pip3") and args[:1] and args[0].text in ("list", "show", "freeze", "check", "--version"):
+            return
+        if not self.project(top, args):
+            self.add("dangerous", f"python -m {module.text} runs a module this classifier does not know")
 
-    def stdin_code(self, name: str, lang: str, cmd: Command | None) -> None:
+    def stdin_code(self, name: str, lang: str, feed: Feed | None) -> None:
         """An interpreter reading its program from standard input."""
-        feed = cmd.feed if cmd is not None else None
         if feed is None:
             return  # the terminal's stdin is /dev/null: nothing runs
-        if feed.kind == "file" and feed.file is not None:
-            self.run_file(feed.file, lang, f"{name} < {feed.file.text}")
+        if feed is UNKNOWN_INPUT or feed.kind in ("unknown", "dup"):
+            self.add("dangerous", f"{name} runs code from an input that is only known at run time", own=False)
             return
-        data = feed_bytes(feed, lambda w: self.read_file(w)[0])
+        if feed.kind == "file" and feed.file is not None:
+            self.run_file(feed.file, lang, f"{name} < {feed.file.text}", feed=None)
+            return
+        reads_before = len(self.ctx.reads)
+        data = self.stdin_data(feed)
         if data is not None:
             decoder = _decoder_in(feed)
             if decoder:
-                self.add("dangerous", f"{name} runs code decoded by {decoder}")
-            self.run_code(lang, data.decode("utf-8", "replace"), f"piped into {name}")
+                self.add("dangerous", f"{name} runs code decoded by {decoder}", own=False)
+            quiet = f"piped into {name}" if len(self.ctx.reads) > reads_before else None
+            self.run_code(lang, data.decode("utf-8", "replace"), f"piped into {name}", feed=None,
+                          quiet=None if quiet is None else self.prefix + quiet, base=self.ctx.cwd)
             return
+        if feed.kind == "text" and feed.file is not None:  # bash <<< "$(echo ...)": values the line fixes
+            for value in self.values(feed.file) or []:
+                self.run_code(lang, value + "\n", f"piped into {name}", feed=None, base=self.ctx.cwd)
         src = feed.stage[0].words[0].text if feed.stage and feed.stage[0].words else ""
-        if posixpath.basename(src) in _DOWNLOADERS:
-            self.add("dangerous", f"pipes a download straight into {name}")
+        if posixpath.basename(src) in ("curl", "wget", "fetch", "aria2c", "http", "https", "xh"):
+            self.add("dangerous", f"pipes a download straight into {name}", own=False)
         elif feed.kind == "text":
-            self.add("dangerous", f"{name} runs a here-document that is only known at run time")
+            self.add("dangerous", f"{name} runs a here-document that is only known at run time", own=False)
         else:
-            self.add("dangerous", f"{name} runs a script that comes down a pipe")
+            self.add("dangerous", f"{name} runs a script that comes down a pipe", own=False)
 
-    def database(self, name: str, args: list[Word], cmd: Command | None) -> None:
+    def database(self, name: str, args: list[Word]) -> None:
+        rc = {"psql": ".psqlrc", "sqlite3": ".sqliterc", "sqlite": ".sqliterc", "mysql": ".my.cnf",
+              "mariadb": ".my.cnf"}.get(name)
+        if rc is not None and not any(a.text in ("-X", "--no-psqlrc", "--no-defaults") for a in args):
+            self.home_rc(name, rc)
         o = parse_opts(args, short_args="cdhpUvPoLTfeqQiF" if name not in ("sqlite3", "sqlite", "litecli") else "",
                        long_args=("--command", "--execute", "--query", "--file", "--dbname", "--host", "--port",
                                   "--username", "--user", "--set", "--variable", "--output", "--database"))
@@ -420,9 +488,9 @@ class Runners(_Base):
             texts.append(Word(data.decode("utf-8", "replace")) if data is not None else Word(f.text, True))
         for f in o.value("-o", "--output"):
             self.write(f, f"{name} -o overwrites")
-        feed = cmd.feed if cmd is not None else None
+        feed = self.cur_feed
         if feed is not None:
-            data = feed_bytes(feed, lambda w: self.read_file(w)[0])
+            data = self.stdin_data(feed)
             texts.append(Word(data.decode("utf-8", "replace")) if data is not None else Word("$STDIN", True))
         for t in texts:
             if t.dynamic:
@@ -431,6 +499,22 @@ class Runners(_Base):
                 self.run_sql(t.text, name)
 
     # ---- the end -------------------------------------------------------------------------------------
+
+
+def _items(data: bytes, o: Opts) -> list[str] | None:
+    """The items xargs reads from ``data``."""
+    text = data.decode("utf-8", "replace")
+    delim = o.value("-d", "--delimiter")
+    if o.has("-0", "--null"):
+        items = [x for x in text.split("\0") if x]
+    elif delim:
+        items = [x for x in text.split(delim[0].text or "\n") if x]
+    else:
+        try:
+            items = shlex.split(text)
+        except ValueError:
+            return None
+    return items[:64]
 
 
 _DECODERS = frozenset({"base64", "base32", "xxd", "gunzip", "zcat", "gzip", "bzip2", "bunzip2", "bzcat", "xz",
@@ -446,22 +530,3 @@ def _decoder_in(feed: Feed | None) -> str | None:
             return name
         feed = cmd.feed
     return None
-
-
-def _script_lang(text: str, path: str) -> str | None:
-    if text.startswith("#!"):
-        line = text.split("\n", 1)[0][2:].strip().split()
-        if not line:
-            return "shell"
-        prog = posixpath.basename(line[0])
-        if prog == "env":
-            rest = [x for x in line[1:] if not x.startswith("-") and "=" not in x]
-            prog = posixpath.basename(rest[0]) if rest else ""
-        base = re.sub(r"[\d.]+$", "", prog)
-        if prog in _SHELLS or base in _SHELLS:
-            return "shell"
-        return _LANGS.get(prog) or _LANGS.get(base)
-    ext = posixpath.splitext(path)[1]
-    return _EXT_LANG.get(ext, "shell")
-
-

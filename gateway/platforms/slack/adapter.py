@@ -112,22 +112,38 @@ class SlackAdapter(PlatformAdapter):
 
     @classmethod
     async def check_credentials(cls, config: Any, timeout: float) -> str | None:
-        """auth.test with the bot token (the app-level token is only usable by opening Socket Mode)."""
+        """auth.test with the bot token; in socket mode also apps.connections.open with the app-level token (it
+        only hands out a websocket address, which expires unused: nothing connects)."""
         token = secret(config.bot_token_env)
         if not token:
             return None
         import aiohttp
 
-        base = config.api_base_url or "https://slack.com/api/"
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as http, \
-                http.post(f"{base.rstrip('/')}/auth.test", headers={"Authorization": f"Bearer {token}"}) as resp:
-            body = await resp.json(content_type=None)
+        base = (config.api_base_url or "https://slack.com/api/").rstrip("/")
+        refused = ("invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired")
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as http:
+            async with http.post(f"{base}/auth.test", headers={"Authorization": f"Bearer {token}"}) as resp:
+                body = await resp.json(content_type=None)
+            if not (isinstance(body, dict) and body.get("ok")):
+                said = body.get("error") if isinstance(body, dict) else f"HTTP {resp.status}"
+                if said in refused:
+                    raise CredentialRejected(f"Slack refused the bot token: {said}")
+                raise ConnectionError(f"Slack answered: {said}")
+            who = f"bot {body.get('user')} in {body.get('team')}"
+            app_token = secret(config.app_token_env) if config.mode == "socket" else None
+            if not app_token:
+                return who
+            async with http.post(f"{base}/apps.connections.open",
+                                 headers={"Authorization": f"Bearer {app_token}"}) as resp:
+                body = await resp.json(content_type=None)
         if isinstance(body, dict) and body.get("ok"):
-            return f"bot {body.get('user')} in {body.get('team')}"
+            return f"{who}; app-level token accepted (socket mode)"
         said = body.get("error") if isinstance(body, dict) else f"HTTP {resp.status}"
-        if said in ("invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired"):
-            raise CredentialRejected(f"Slack refused the bot token: {said}")
-        raise ConnectionError(f"Slack answered: {said}")
+        if said in (*refused, "not_allowed_token_type", "missing_scope"):
+            raise CredentialRejected(f"Slack refused the app-level token in {config.app_token_env}: {said} (it must "
+                                     "be the xapp-… token of Basic Information > App-Level Tokens, with "
+                                     "connections:write)")
+        raise ConnectionError(f"Slack answered apps.connections.open: {said}")
 
     async def start(self) -> None:
         token, app_token, signing = self._tokens()

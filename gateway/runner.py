@@ -117,6 +117,10 @@ class GatewayRunner:
                                     self.notices, self, self.sessions.forget, self.counters)
         self.router.dispatch = self.inbound.dispatch
         self.inbound.router = self.recovery.router = self.router
+        if self.bus.enabled:
+            from gateway.approvals.remote import RemoteApprovals
+
+            self.approvals.remote = RemoteApprovals(self.approvals, self.bus, self.instance, self)
         self.supervisor = Supervisor(self.adapters, self.locks, self.recovery, self.instance, self)
         self._http: Any = None
         self.warnings: list[str] = []  # start-up warnings /readyz repeats (sandbox: none, no bubblewrap)

@@ -167,3 +167,42 @@ def slowly(send: Any, seconds: float) -> Any:
         await asyncio.sleep(seconds)
         return await send(*args, **kwargs)
     return slow_send
+
+
+async def test_an_approval_answered_through_another_instance_is_decided_where_it_waits(
+        cluster_db, make_runner, fake_llm, tmp_path):
+    """The press reaches an instance where the request does not wait: it is forwarded to the one whose turn
+    asked, decided there as if pressed there, and the presser gets that instance's notice."""
+    from tests.test_approvals import ask, prompt_id, wait_prompts
+
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    overrides = {"tools": {"terminal": {"cwd": str(tmp_path)}}}
+    (a, qa_a), (b, qa_b) = [await make_runner(overrides, db_url=cluster_db) for _ in range(2)]
+    await qa_a.say(ask(f"rm -rf {victim}"), chat_id="s", message_id="1")
+    [prompt] = await wait_prompts(qa_a, 1)
+    assert victim.exists() and len(a.approvals.pending) == 1 and b.approvals.pending == {}
+    notice = await qa_b.click(prompt.message.buttons[0].id, chat_id="s")  # "Approve once", via instance b
+    assert notice == "Approved once."
+    await wait_for(lambda: not victim.exists(), timeout=10)
+    assert a.approvals.pending == {}
+    assert any(chat == "s" and text and "Approved once" in text for chat, _mid, text in qa_a.edits)
+    # A second answer to it, anywhere, finds it decided.
+    again = await qa_b.click(f"ap:{prompt_id(prompt)}:d", chat_id="s")
+    assert again is not None and "already answered" in again
+
+
+async def test_an_approval_whose_instance_died_is_denied_when_answered(cluster_db, make_runner, fake_llm):
+    from sqlalchemy import insert
+
+    from gateway.tables import approvals
+
+    (b, qa_b), = [await make_runner(db_url=cluster_db)]
+    await b.store.run_write(lambda conn: conn.execute(insert(approvals).values(
+        id="deadbeefdeadbeef", session_key="qa:dm:s", platform="qa", chat_id="s", thread_id=None,
+        requested_by="u1", command="rm -rf x", reason="deletes", level="dangerous", status="pending",
+        owner="another-host:1:1:gone", created_at=time.time())))
+    notice = await qa_b.click("ap:deadbeefdeadbeef:o", chat_id="s")
+    assert notice is not None and "no longer active" in notice
+    from gateway.approvals.store import ApprovalStore
+    assert (await ApprovalStore(b.store).status("deadbeefdeadbeef"))[0] == "denied"

@@ -121,6 +121,7 @@ class GatewayRunner:
             from gateway.approvals.remote import RemoteApprovals
 
             self.approvals.remote = RemoteApprovals(self.approvals, self.bus, self.instance, self)
+            self.bus.on("session-reset", self._reset_elsewhere)
         self.supervisor = Supervisor(self.adapters, self.locks, self.recovery, self.instance, self)
         self._http: Any = None
         self.warnings: list[str] = []  # start-up warnings /readyz repeats (sandbox: none, no bubblewrap)
@@ -172,7 +173,7 @@ class GatewayRunner:
         from gateway.http import HttpServer
 
         dashboard = Dashboard(self.readiness, self.adapters, self.lanes, self.sessions, self.approvals,
-                              self.store.run_read, self.notices, lambda: self._stopping)
+                              self.store.run_read, self.notices, lambda: self._stopping, self.bus)
         self._http = HttpServer(self, dashboard.routes())
         await self._http.start()
         # Each adapter connects under its credential locks, then recovers what its platform left unfinished.
@@ -244,6 +245,13 @@ class GatewayRunner:
             self.adapters[adapter.name] = adapter
         for name in self.adapters:
             self.metrics.add_platform(name)
+
+    def _reset_elsewhere(self, key: str) -> None:
+        """Another instance reset ``key`` (the dashboard): a turn of it running here stops, what waits for
+        approval in it is denied, and what this instance cached about it is dropped."""
+        self.lanes.stop_turn(key)
+        self.spawn(self.approvals.deny_session(key, "new"), name="reset:approvals")
+        self.sessions.forget(key)
 
     def _prompt_hint(self, platform: str) -> str | None:
         adapter = self.adapters.get(platform)

@@ -206,3 +206,22 @@ async def test_an_approval_whose_instance_died_is_denied_when_answered(cluster_d
     assert notice is not None and "no longer active" in notice
     from gateway.approvals.store import ApprovalStore
     assert (await ApprovalStore(b.store).status("deadbeefdeadbeef"))[0] == "denied"
+
+
+async def test_a_reset_from_another_instances_dashboard_stops_the_owners_turn(cluster_db, make_runner, fake_llm):
+    import aiohttp
+
+    web = {"platforms": {"web": {"enabled": True}}}
+    (a, qa_a), (b, _qa_b) = [await make_runner(web, db_url=cluster_db) for _ in range(2)]
+    await qa_a.say("[sleep=20] long one", chat_id="s", message_id="1")
+    await wait_for(lambda: a.lanes.running() == 1)
+    old = a.sessions.peek("qa:dm:s")
+    token = b.adapters["web"].token
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http, http.post(
+            f"http://127.0.0.1:{b.http_port}/api/v1/dashboard/sessions/reset", json={"key": "qa:dm:s"}) as resp:
+        assert resp.status == 200
+    await wait_for(lambda: a.lanes.running() == 0, timeout=10)
+    assert a.sessions.peek("qa:dm:s") is None  # its cached row (now ended) is not used for the next turn
+    await qa_a.say("after the reset", chat_id="s", message_id="2")
+    await qa_a.wait_for(lambda t: "echo: after the reset" in t, chat_id="s", timeout=10)
+    assert a.sessions.peek("qa:dm:s")["id"] != old["id"]

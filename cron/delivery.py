@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from cron.jobs import Target, parse_targets, split_chat
-from cron.store import CronStore
+from cron.store import CronStore, owns_delivery
 from gateway.instance import process_gone, process_start
 from gateway.logs import redact
 from gateway.platforms.base import OutboundMessage, Source
+from gateway.store import NotExpected
 
 if TYPE_CHECKING:
     from cron.host import CronHost
@@ -90,7 +91,10 @@ async def deliver_run(host: CronHost, store: CronStore, job: dict[str, Any], run
     """Send ``text`` (under a header naming the job) to the job's targets; returns the final delivery status.
 
     ``resume``: a run row whose delivery another process started (its stored message, the targets still
-    owed it and the attempts made) — carried on from there.
+    owed it and the attempts made) — carried on from there. Each target's chunks go through the outbox (one
+    delivery per run and target), so what reached a chat before a crash is not sent again, and a chunk is
+    begun only while this process holds the run's delivery. A target whose platform another instance of the
+    database is connected to (it holds the credential) is left to that instance ("handed over").
     """
     cfg = host.cfg.cron
     if resume is not None:
@@ -108,37 +112,96 @@ async def deliver_run(host: CronHost, store: CronStore, job: dict[str, Any], run
     pending = targets
     delay = cfg.delivery_retry_seconds * 2 ** (first - 1)
     owner = owner_id()
+    guard = owns_delivery(run_id, owner)
     for attempt in range(first, max(cfg.delivery_attempts, first) + 1):
-        await store.update_run(run_id, delivery_text=body, delivery_targets=",".join(str(t) for t in pending),
-                               delivery_owner=owner, delivery_lease_until=now() + delay + LEASE_SECONDS)
+        if not await store.update_delivery(run_id, owner, delivery_text=body,
+                                           delivery_targets=",".join(str(t) for t in pending),
+                                           delivery_lease_until=now() + delay + LEASE_SECONDS):
+            log.info("cron_delivery_taken_elsewhere", job_id=job["id"], run_id=run_id)
+            return "taken"
         errors: dict[Target, str] = {}
+        elsewhere: list[Target] = []
         for target in pending:
             try:
                 adapter, chat_id, thread_id = await resolve(host, store, job, target)
-                report = await host.delivery.deliver(adapter, chat_id, OutboundMessage(body, thread_id=thread_id))
+                if connected_elsewhere(host, adapter):
+                    elsewhere.append(target)
+                    continue
+                report = await host.delivery.deliver(adapter, chat_id, OutboundMessage(body, thread_id=thread_id),
+                                                     resume=True, ref=f"cron:{run_id}:{target}", guard=guard)
                 if report.failed:
                     errors[target] = report.error or "delivery failed"
+            except NotExpected:
+                log.info("cron_delivery_taken_elsewhere", job_id=job["id"], run_id=run_id)
+                return "taken"
             except TargetError as exc:
                 errors[target] = str(exc)
             except Exception as exc:
                 log.exception("cron_delivery_crashed", job_id=job["id"], run_id=run_id, target=str(target))
                 errors[target] = f"{type(exc).__name__}: {exc}"
         pending = [t for t in pending if t in errors]
-        if not pending:
-            await store.update_run(run_id, delivery_status="delivered", delivery_error=None,
-                                   delivery_attempts=attempt, delivered_at=time.time(), delivery_lease_until=None,
-                                   delivery_targets=None)
+        last = attempt >= cfg.delivery_attempts
+        if elsewhere and (not pending or last):
+            return await hand_over(host, store, job, run_id, owner, elsewhere, errors)
+        if not pending and not elsewhere:
+            await store.update_delivery(run_id, owner, delivery_status="delivered", delivery_error=None,
+                                        delivery_attempts=attempt, delivered_at=time.time(),
+                                        delivery_lease_until=None, delivery_targets=None)
             log.info("cron_delivered", job_id=job["id"], run_id=run_id, attempts=attempt)
             return "delivered"
         error = redact("; ".join(f"{t}: {e}" for t, e in errors.items()))  # stored, shown by `herald cron runs`
-        last = attempt >= cfg.delivery_attempts
-        await store.update_run(run_id, delivery_status="failed", delivery_error=error, delivery_attempts=attempt,
-                               delivery_targets=",".join(str(t) for t in pending),
-                               **({"delivery_lease_until": None} if last else {}))
+        await store.update_delivery(run_id, owner, delivery_status="failed", delivery_error=error,
+                                    delivery_attempts=attempt,
+                                    delivery_targets=",".join(str(t) for t in [*pending, *elsewhere]),
+                                    **({"delivery_lease_until": None} if last else {}))
         log.warning("cron_delivery_failed", job_id=job["id"], run_id=run_id, attempt=attempt, error=error,
                     retry_in=None if last else delay)
         if last:
             break
+        pending = [*pending, *elsewhere]
         await asyncio.sleep(delay)
         delay *= 2
     return "failed"
+
+
+def connected_elsewhere(host: CronHost, adapter: Any) -> bool:
+    """This platform is another instance's to talk to: it holds the credential (a poller, a gateway
+    connection) and this one waits for it. Only among instances sharing the database (``host.peers``)."""
+    return (host.peers is not None and host.peers.enabled and adapter.state != "connected"
+            and adapter.error_kind == "CredentialLocked")
+
+
+async def hand_over(host: CronHost, store: CronStore, job: dict[str, Any], run_id: int, owner: str,
+                    targets: list[Target], errors: dict[Target, str]) -> str:
+    """Leave ``targets`` to an instance connected to their platforms: the delivery's claim is released (its
+    lease ends now) and the others are told to look (``CronScheduler.resume_deliveries``)."""
+    values: dict[str, Any] = {"delivery_targets": ",".join(str(t) for t in targets), "delivery_owner": None,
+                              "delivery_lease_until": time.time(), "delivery_status": "pending"}
+    if errors:
+        failed = "; ".join(f"{t}: {e}" for t, e in errors.items())
+        values.update(delivery_status="failed", delivery_error=redact(failed))
+    if not await store.update_delivery(run_id, owner, **values):
+        return "taken"
+    log.info("cron_delivery_handed_over", job_id=job["id"], run_id=run_id, targets=[str(t) for t in targets])
+    if host.peers is not None:
+        await host.peers.broadcast("cron", "deliveries")
+    return "handed over"
+
+
+async def deliverable_here(host: CronHost, store: CronStore, row: dict[str, Any]) -> bool:
+    """Whether this instance can deliver at least one of the targets a run still owes (its platform is
+    connected here): an instance that cannot leaves the run to one that can."""
+    if host.peers is None or not host.peers.enabled:
+        return True
+    job: dict[str, Any] | None = None
+    for target in parse_targets(row.get("delivery_targets") or ""):
+        if target.kind == "local":
+            continue
+        platform = target.platform
+        if target.kind == "origin":
+            job = job or await store.job(row["job_id"])
+            platform = (job or {}).get("origin", {}).get("platform") if job and job.get("origin") else None
+        adapter = host.adapters.get(platform or "")
+        if adapter is not None and adapter.state == "connected":
+            return True
+    return False

@@ -30,3 +30,5 @@ class CronHost:
     # The policy the agent's commands run under (set at start-up): jobs' scripts run under it too.
     sandbox: Callable[[], SandboxPolicy | None]
     metrics: Metrics = NULL_METRICS  # cron_run(status) for each finished run
+    # The other instances of the database (gateway/bus.py): told when a run's delivery is left to them.
+    peers: Any = None

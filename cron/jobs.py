@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote
 
-from cron.schedule import ScheduleError, first_run, format_time, parse_schedule, zone
+from cron.schedule import MIN_INTERVAL, ScheduleError, first_run, format_time, parse_schedule, zone
 from cron.store import new_job_id
 
 # Fields a user may set on create and change with update. Never the script_* columns: only the approval
@@ -129,7 +129,8 @@ def parse_targets(text: str, known_platforms: set[str] | None = None, has_origin
 
 
 def build_job(fields: dict[str, Any], *, default_tz: str | None, origin: dict[str, Any] | None,
-              known_platforms: set[str] | None, created_by: str | None, now: float | None = None) -> dict[str, Any]:
+              known_platforms: set[str] | None, created_by: str | None, now: float | None = None,
+              min_interval: float = MIN_INTERVAL) -> dict[str, Any]:
     """A new cron_jobs row from user-given fields; raises JobError / ScheduleError with the reason."""
     now = time.time() if now is None else now
     prompt = str(fields.get("prompt") or "").strip()
@@ -141,7 +142,7 @@ def build_job(fields: dict[str, Any], *, default_tz: str | None, origin: dict[st
         raise JobError("prompt: say what the agent should do on each run")
     tz = fields.get("tz") or default_tz or None
     zone(tz)
-    schedule = parse_schedule(str(fields.get("schedule") or ""), tz, now)
+    schedule = parse_schedule(str(fields.get("schedule") or ""), tz, now, min_interval)
     deliver = str(fields.get("deliver") or ("origin" if origin else "local"))
     parse_targets(deliver, known_platforms, has_origin=origin is not None)
     repeat = fields.get("repeat")
@@ -172,7 +173,8 @@ def schedule_of(job: dict[str, Any]) -> Any:
 
     if job["kind"] == "once":
         return Schedule("once", job["schedule"], job["tz"], run_at=job["run_at"])
-    return parse_schedule(job["schedule"], job["tz"], job["created_at"])
+    # Checked against cron.min_interval_seconds when it was created: a stored job is run as it is.
+    return parse_schedule(job["schedule"], job["tz"], job["created_at"], min_interval=0)
 
 
 def public_job(job: dict[str, Any]) -> dict[str, Any]:

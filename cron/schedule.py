@@ -33,7 +33,7 @@ _UNIT_WORDS = {
     "weeks": "w",
 }
 _DURATION = re.compile(r"^(\d+)\s*([a-z]+)$")
-_MIN_INTERVAL = 60.0
+MIN_INTERVAL = 60.0
 
 
 class ScheduleError(ValueError):
@@ -83,8 +83,14 @@ def _duration(text: str) -> float:
     return float(seconds)
 
 
-def parse_schedule(text: str, tz: str | None = None, now: float | None = None) -> Schedule:
-    """Parse ``text``; ``now`` anchors relative one-shots. Raises ``ScheduleError`` naming the problem."""
+def _shown(seconds: float) -> str:
+    return f"{seconds / 60:g} minute{'s' if seconds != 60 else ''}" if seconds >= 60 else f"{seconds:g} seconds"
+
+
+def parse_schedule(text: str, tz: str | None = None, now: float | None = None,
+                   min_interval: float = MIN_INTERVAL) -> Schedule:
+    """Parse ``text``; ``now`` anchors relative one-shots; an interval shorter than ``min_interval`` seconds
+    (``cron.min_interval_seconds``) is refused. Raises ``ScheduleError`` naming the problem."""
     if not isinstance(text, str) or not text.strip():
         raise ScheduleError("the schedule is empty (e.g. 30m, every 2h, '0 8 * * *' or 2026-05-01T08:00)")
     text = " ".join(text.split())
@@ -93,8 +99,9 @@ def parse_schedule(text: str, tz: str | None = None, now: float | None = None) -
     lower = text.lower()
     if lower.startswith("every "):
         seconds = _duration(lower[6:])
-        if seconds < _MIN_INTERVAL:
-            raise ScheduleError(f"{text!r}: the shortest interval is 1 minute")
+        if seconds < min_interval:
+            raise ScheduleError(f"{text!r}: the shortest interval is {_shown(min_interval)} "
+                                "(cron.min_interval_seconds)")
         return Schedule("interval", text, tz, seconds=seconds)
     if lower == "every":
         raise ScheduleError("'every' needs an interval, e.g. every 30m")

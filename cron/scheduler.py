@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from cron import schedule as sch
-from cron.delivery import LEASE_SECONDS, deliver_run, header, owner_id, owner_is_dead
+from cron.delivery import LEASE_SECONDS, deliver_run, deliverable_here, header, owner_id, owner_is_dead
 from cron.jobs import schedule_of, script_problem
 from cron.store import Claim, CronStore, op_claim, op_claim_request, op_fail_stale_runs
 from cron.tool_api import CronToolAPI
@@ -77,6 +77,8 @@ class CronScheduler:
         self._next_resume_check = 0.0
         self.tool_api = CronToolAPI(self, host)
         host.tool_extras["cron_api"] = self.tool_api
+        if host.peers is not None:  # a delivery another instance left to those connected to its platform
+            host.peers.on("cron", lambda _what: self._spawn(self.resume_deliveries()))
 
     # ---- lifecycle ---------------------------------------------------------------------------------
 
@@ -340,7 +342,7 @@ class CronScheduler:
         for row in await self.store.unfinished_deliveries():
             if row["delivery_lease_until"] > now and not owner_is_dead(row["delivery_owner"]):
                 continue
-            if row["job_id"] in self._delivering:
+            if row["job_id"] in self._delivering or not await deliverable_here(self.host, self.store, row):
                 continue
             won = await self.store.take_delivery(row["id"], row["delivery_lease_until"], owner_id(),
                                                  now + LEASE_SECONDS)

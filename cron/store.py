@@ -134,6 +134,24 @@ def op_update_run(run_id: int, values: dict[str, Any], job_id: str | None = None
     return op
 
 
+def op_update_delivery(run_id: int, owner: str, values: dict[str, Any]) -> Callable[[Connection], bool]:
+    """Change a run's delivery only while ``owner`` holds it (False: another instance took it over)."""
+
+    def op(conn: Connection) -> bool:
+        stmt = update(cron_runs).where(and_(cron_runs.c.id == run_id, cron_runs.c.delivery_owner == owner))
+        return bool(conn.execute(stmt.values(**values)).rowcount)
+
+    return op
+
+
+def owns_delivery(run_id: int, owner: str) -> Callable[[Connection], bool]:
+    """A guard for a chunk of a run's result (gateway Delivery): ``owner`` still holds the run's delivery,
+    locked until the chunk is begun so a takeover committing meanwhile sees it begun."""
+    stmt = (select(cron_runs.c.id).where(and_(cron_runs.c.id == run_id, cron_runs.c.delivery_owner == owner))
+            .with_for_update())
+    return lambda conn: conn.execute(stmt).first() is not None
+
+
 def op_runs(job_id: str, limit: int = 20) -> Callable[[Connection], list[dict[str, Any]]]:
     def op(conn: Connection) -> list[dict[str, Any]]:
         rows = conn.execute(select(cron_runs).where(cron_runs.c.job_id == job_id)
@@ -158,7 +176,8 @@ def op_fail_stale_runs(older_than: float) -> Callable[[Connection], int]:
 def op_unfinished_deliveries(conn: Connection) -> list[dict[str, Any]]:
     """Runs whose delivery someone started and nobody finished (lease still set)."""
     rows = conn.execute(select(cron_runs.c.id, cron_runs.c.job_id, cron_runs.c.delivery_owner,
-                               cron_runs.c.delivery_lease_until, cron_runs.c.delivery_attempts)
+                               cron_runs.c.delivery_lease_until, cron_runs.c.delivery_attempts,
+                               cron_runs.c.delivery_targets)
                         .where(cron_runs.c.delivery_lease_until.is_not(None)))
     return [dict(r._mapping) for r in rows]
 
@@ -243,6 +262,9 @@ class CronStore:
     async def update_run(self, run_id: int, job_id: str | None = None, job_status: str | None = None,
                          **values: Any) -> None:
         await self.write(op_update_run(run_id, values, job_id, job_status))
+
+    async def update_delivery(self, run_id: int, owner: str, **values: Any) -> bool:
+        return await self.write(op_update_delivery(run_id, owner, values))
 
     async def unfinished_deliveries(self) -> list[dict[str, Any]]:
         return await self.read(op_unfinished_deliveries)

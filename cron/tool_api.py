@@ -113,6 +113,7 @@ class CronToolAPI:
     async def _create(self, args: dict[str, Any], origin: Source | None,
                       approval: ScriptApproval | None = None) -> dict[str, Any]:
         row = build_job(args, default_tz=self.host.cfg.cron.timezone, origin=origin.to_dict() if origin else None,
+                        min_interval=self.host.cfg.cron.min_interval_seconds,
                         known_platforms=self.known_platforms(),
                         created_by=f"{origin.platform}:{origin.user_id}" if origin else None,
                         now=self.scheduler.now())
@@ -138,6 +139,7 @@ class CronToolAPI:
         now = self.scheduler.now()
         # Rebuild through the same validation as a new job; keep the id, history and counters.
         fresh = build_job(merged, default_tz=None, origin=job["origin"], known_platforms=self.known_platforms(),
+                          min_interval=self.host.cfg.cron.min_interval_seconds,
                           created_by=job["created_by"], now=now)
         values = {k: fresh[k] for k in ("name", "prompt", "deliver", "repeat", "script", "no_agent", "model",
                                         "timeout_seconds")}

@@ -215,6 +215,8 @@ class CronConfig(_Model):
     max_parallel: int = Field(default=4, ge=1, le=64)
     # How often the daemon re-reads the jobs table (changes made by `herald cron ...` beside it).
     poll_seconds: float = Field(default=2.0, gt=0, le=60)
+    # The shortest "every N" a new job may have (each run is an agent turn, with its cost).
+    min_interval_seconds: float = Field(default=60.0, ge=1)
     # Delivering a result: attempts (each already retried by the delivery layer) and the pause before
     # the next attempt, doubled each time.
     delivery_attempts: int = Field(default=4, ge=1, le=20)

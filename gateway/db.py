@@ -22,8 +22,6 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
-from gateway.tables import create_schema
-
 # What a platform without its own history (the web chat) serves back to its clients.
 
 
@@ -153,10 +151,13 @@ class Database:
         return outcomes
 
     async def init(self) -> None:
+        """Bring the schema to the newest revision (gateway/migrations/) before anything reads or writes."""
+        from gateway.migrations import upgrade
+
         async with self.write() as conn:
-            added = await conn.run_sync(create_schema)
-        if added:
-            structlog.get_logger("herald.db").info("schema_upgraded", columns=added)
+            before, after = await conn.run_sync(upgrade)
+        if before != after:
+            structlog.get_logger("herald.db").info("schema_upgraded", revision_from=before, revision_to=after)
 
     async def close(self) -> None:
         if self._writer is not None and not self._writer.done():

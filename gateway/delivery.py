@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
@@ -31,9 +31,7 @@ from gateway.platforms.base import (
     TransientError,
 )
 from gateway.rendering import chunk_text, to_plain
-
-if TYPE_CHECKING:
-    from gateway.store import Store
+from gateway.store import NotExpected, Store
 
 log = structlog.get_logger("herald.delivery")
 
@@ -60,8 +58,11 @@ def chunk_key(row: Mapping[str, Any] | None, inbox_id: int | None, index: int) -
 
 class Delivery:
     def __init__(self, store: Store, metrics: Metrics | None = None, *, max_attempts: int = 6, base_delay: float = 1.0,
-                 max_delay: float = 60.0) -> None:
+                 max_delay: float = 60.0, owner: str | None = None) -> None:
         self.store = store
+        # This instance: the answer to an inbox row is sent only while the row is its own (another instance
+        # that took the row over after this one stalled past its lease sends it instead).
+        self.owner = owner
         self.metrics = metrics or NULL_METRICS
         self.max_attempts = max_attempts
         self.base_delay = base_delay
@@ -79,16 +80,21 @@ class Delivery:
         return lock
 
     async def deliver(self, adapter: PlatformAdapter, chat_id: str, out: OutboundMessage,
-                      inbox_id: int | None = None, resume: bool = False, finish_inbox: bool = False) -> DeliveryReport:
-        """Send ``out``. With ``inbox_id`` it is the answer to that message: chunks go through the outbox
-        and ``resume`` carries on from what it records.
+                      inbox_id: int | None = None, resume: bool = False, finish_inbox: bool = False, *,
+                      ref: str | None = None, guard: Callable[[Any], bool] | None = None) -> DeliveryReport:
+        """Send ``out``. With ``inbox_id`` it is the answer to that message (with ``ref``, a delivery of its own
+        that must not repeat either): chunks go through the outbox and ``resume`` carries on from what it
+        records. Each chunk is begun only while this instance owns the delivery (the inbox row, or what
+        ``guard`` checks); ``NotExpected`` when another instance took it over.
 
         With ``finish_inbox`` the inbox row becomes done (or failed) in the same commit as the last chunk.
         """
         caps = adapter.capabilities
         chunks = chunk_text(adapter.render(out.text), caps.max_message_length, adapter.measure, caps.dialect) or [" "]
-        durable = inbox_id is not None
-        state = await self.store.outbox_chunks(inbox_id) if durable and resume else {}
+        durable = inbox_id is not None or ref is not None
+        if guard is None and inbox_id is not None and self.owner is not None:
+            guard = self.store.owns_inbox_row(inbox_id, self.owner)
+        state = await self.store.outbox_chunks(inbox_id, ref) if durable and resume else {}
         finish = finish_inbox and durable
         report = DeliveryReport()
         async with self._lock(adapter.name, chat_id):
@@ -110,8 +116,11 @@ class Delivery:
                     if row is not None and row["status"] == "sending" and not caps.idempotent_send:
                         await self._notice(adapter, chat_id, out)
                     row_id = await self.store.outbox_begin(
-                        inbox_id, adapter.name, chat_id, index, key=key,  # type: ignore[arg-type]
+                        inbox_id, adapter.name, chat_id, index, key=key, ref=ref, guard=guard,
                         row_id=row["id"] if row is not None else None)
+                    if row_id is None:
+                        raise NotExpected(f"the delivery of {ref or f'inbox row {inbox_id}'} was taken over by "
+                                          "another instance")
                 try:
                     ids = await self._send_one(adapter, chat_id, chunk, piece, key)
                 except PermanentError as exc:

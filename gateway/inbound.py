@@ -59,6 +59,7 @@ class Inbound:
         # Button id prefix -> handler; features that send buttons (approvals, ...) register here.
         self.buttons: dict[str, ButtonHandler] = {}
         self.on_denied: Denied = lambda _adapter, _source: None  # pairing answers strangers
+        self.router: Any = None  # gateway.routing.SessionRouter: several instances on one database
         # Per session, the last command started: the next one runs after it, so answers keep their order.
         self._commands: dict[str, asyncio.Task[None]] = {}
 
@@ -73,28 +74,46 @@ class Inbound:
         if not msg.received_at:
             msg.received_at = time.time()
         key = self.key_for(msg.source)
-        inbox_id = await self.store.inbox_add(adapter.name, msg.platform_message_id, key, msg.to_dict(),
-                                              owner=self.instance.id, lease_until=self.instance.lease())
-        if inbox_id is None:
-            self.counters["messages_duplicate"] += 1
-            log.info("duplicate_dropped", platform=adapter.name, platform_message_id=msg.platform_message_id)
-            return None
+        payload = msg.to_dict()
         if not self.access.allowed(msg.source, adapter.trusted):
+            # Stored all the same (finished), so a redelivery is a duplicate and the stranger hears once.
+            if await self.store.inbox_add(adapter.name, msg.platform_message_id, key, payload, owner=self.instance.id,
+                                          status="denied") is None:
+                return self._duplicate(adapter, msg)
             self.counters["messages_denied"] += 1
-            await self.store.inbox_set(inbox_id, "denied", expected="pending")
             log.info("sender_denied", platform=adapter.name, user_id=msg.source.user_id)
             self.on_denied(adapter, msg.source)
             return None
+        if self.router is not None and self.router.enabled:
+            now = time.time()
+            row = {"platform": adapter.name, "platform_message_id": msg.platform_message_id, "session_key": key,
+                   "payload": payload, "status": "pending", "created_at": now, "updated_at": now}
+            routed = await self.router.accept(adapter, msg, key, row)
+            if routed is None:
+                return self._duplicate(adapter, msg)
+            self.counters["messages_accepted"] += 1
+            return routed
+        inbox_id = await self.store.inbox_add(adapter.name, msg.platform_message_id, key, payload,
+                                              owner=self.instance.id, lease_until=self.instance.lease())
+        if inbox_id is None:
+            return self._duplicate(adapter, msg)
         self.counters["messages_accepted"] += 1
         item = Accepted(inbox_id, msg, key, self.commands.resolve(msg.command))
         self.dispatch(adapter, item)
         return item
+
+    def _duplicate(self, adapter: PlatformAdapter, msg: InboundMessage) -> None:
+        self.counters["messages_duplicate"] += 1
+        log.info("duplicate_dropped", platform=adapter.name, platform_message_id=msg.platform_message_id)
+        return None
 
     def dispatch(self, adapter: PlatformAdapter, item: Accepted) -> None:
         """Commands inline (they must reach a busy session), everything else into the session's lane."""
         if item.command is None:
             self.lanes.submit(adapter, item)
             return
+        if self.lanes.dispatched is not None:
+            self.lanes.dispatched.add(item.inbox_id)
         before = self._commands.get(item.key)
         task = self.life.spawn(self._command_after(before, adapter, item), name=f"command:{item.command.name}")
         self._commands[item.key] = task

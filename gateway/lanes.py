@@ -73,6 +73,9 @@ class Lanes:
         self.counters = counters
         self.lanes: dict[str, Lane] = {}
         self.run_turn: RunTurn | None = None  # the turn executor's ``run``, set when it is built
+        # Inbox ids dispatched in this process (lanes and commands), while several instances share the
+        # database (gateway/routing.py): a row found again by a poll is not dispatched twice.
+        self.dispatched: set[int] | None = None
 
     def lane(self, key: str) -> Lane | None:
         return self.lanes.get(key)
@@ -81,6 +84,8 @@ class Lanes:
 
     def submit(self, adapter: PlatformAdapter, item: Accepted, notify: bool = True) -> None:
         """Queue a persisted message (synchronously, so messages keep their order); notices go out after."""
+        if self.dispatched is not None:
+            self.dispatched.add(item.inbox_id)
         lane = self.lanes.get(item.key)
         if lane is None:
             lane = self.lanes[item.key] = Lane(item.key)

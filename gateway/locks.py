@@ -131,11 +131,15 @@ def _parse_holder(raw: str) -> dict[str, Any] | None:
 class PgCredentialLock:
     """A session-level PostgreSQL advisory lock on a dedicated connection, held while the connection lives."""
 
-    def __init__(self, url: str, scope: str, credential: str, holder: dict[str, Any] | None = None) -> None:
+    def __init__(self, url: str, scope: str, credential: str, holder: dict[str, Any] | None = None,
+                 shared: bool = False) -> None:
         self.url = url
         self.scope = scope
         self.key = advisory_key(scope, credential)
         self.holder = holder or this_holder()
+        # Shared: instances of one database that all receive by webhook hold it together; it still keeps a
+        # poller (which wants it alone) away, and they away from a poller.
+        self.shared = shared
         self._engine: Any = None
         self._conn: Any = None
 
@@ -151,10 +155,11 @@ class PgCredentialLock:
 
         engine = create_async_engine(self.url, poolclass=NullPool)
         key, scope, holder = self.key, self.scope, self.holder
+        try_lock = "SELECT pg_try_advisory_lock_shared(:k)" if self.shared else "SELECT pg_try_advisory_lock(:k)"
 
         def take(conn: Connection) -> dict[str, Any] | None:
             """None when taken (and our identity recorded); otherwise the holder's record."""
-            if conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar():
+            if conn.execute(text(try_lock), {"k": key}).scalar():
                 conn.execute(delete(credential_lock_holders).where(credential_lock_holders.c.lock_key == key))
                 conn.execute(insert(credential_lock_holders).values(
                     lock_key=key, scope=scope, pid=holder.get("pid"), profile=holder.get("profile"),
@@ -195,8 +200,9 @@ class PgCredentialLock:
         if conn is None:
             return
         key = self.key
+        unlock = "SELECT pg_advisory_unlock_shared(:k)" if self.shared else "SELECT pg_advisory_unlock(:k)"
         try:
-            await conn.run_sync(lambda c: c.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key}))
+            await conn.run_sync(lambda c: c.execute(text(unlock), {"k": key}))
             await conn.commit()
         except Exception:
             pass  # closing the connection below releases it anyway
@@ -217,16 +223,21 @@ class CredentialLocks:
         self.directory = directory
         self._held: dict[str, list[CredentialLock | PgCredentialLock]] = {}
 
-    async def acquire(self, owner: str, credentials: list[tuple[str, str]]) -> None:
+    async def acquire(self, owner: str, credentials: list[tuple[str, str]], exclusive: bool = True) -> None:
+        """Lock each credential. ``exclusive`` False (the adapter receives by webhook): with PostgreSQL, every
+        instance of the database may hold it at once (any of them takes any webhook); without, it is one
+        process's all the same (one SQLite database, one instance)."""
         await self.release(owner)
+        shared = not exclusive and self.pg_url is not None
         held: list[CredentialLock | PgCredentialLock] = []
         try:
             for scope, credential in credentials:
-                file_lock = CredentialLock(scope, credential, self.directory, self.holder)
-                await asyncio.to_thread(file_lock.acquire)
-                held.append(file_lock)
+                if not shared:
+                    file_lock = CredentialLock(scope, credential, self.directory, self.holder)
+                    await asyncio.to_thread(file_lock.acquire)
+                    held.append(file_lock)
                 if self.pg_url:
-                    pg_lock = PgCredentialLock(self.pg_url, scope, credential, self.holder)
+                    pg_lock = PgCredentialLock(self.pg_url, scope, credential, self.holder, shared=shared)
                     await pg_lock.acquire()
                     held.append(pg_lock)
         except BaseException:

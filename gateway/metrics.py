@@ -123,8 +123,9 @@ class _Snapshot(Collector):
         s = self.source
         c = s.counters
         messages = CounterMetricFamily("herald_messages", "Messages taken in, by outcome (accepted, duplicate "
-                                       "dropped, sender denied).", labels=["outcome"])
-        for outcome in ("accepted", "duplicate", "denied"):
+                                       "dropped, sender denied; routed: accepted and stored for the instance that "
+                                       "owns its session).", labels=["outcome"])
+        for outcome in ("accepted", "duplicate", "denied", "routed"):
             messages.add_metric([outcome], c.get(f"messages_{outcome}", 0))
         yield messages
         yield CounterMetricFamily("herald_turns_started", "Agent turns started.", value=c.get("turns_started", 0))

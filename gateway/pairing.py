@@ -192,10 +192,17 @@ class Pairing:
 
         return await self.store.run_write(op)
 
-    async def mark_notified(self, platform: str, user_id: str) -> None:
+    async def claim_notice(self, platform: str, user_id: str) -> bool:
+        """Take the job of telling a newly paired user (False: another instance took it, or it was done)."""
         now = self.clock()
+        return bool(await self.store.run_write(lambda conn: conn.execute(update(paired_users).where(and_(
+            paired_users.c.platform == platform, paired_users.c.user_id == user_id,
+            paired_users.c.notified_at.is_(None))).values(notified_at=now)).rowcount))
+
+    async def unclaim_notice(self, platform: str, user_id: str) -> None:
+        """The notice did not go out: the next refresh (here or on another instance) tries again."""
         await self.store.run_write(lambda conn: conn.execute(update(paired_users).where(and_(
-            paired_users.c.platform == platform, paired_users.c.user_id == user_id)).values(notified_at=now)))
+            paired_users.c.platform == platform, paired_users.c.user_id == user_id)).values(notified_at=None)))
 
 
 def _when(ts: float) -> str:
@@ -253,11 +260,18 @@ class PairingService:
                 adapter = self.adapters.get(row["platform"])
                 if adapter is None or adapter.state != "connected" or not row["chat_id"]:
                     continue
+                # Claimed first: with several instances sharing the database, one of them tells the user.
+                if not await self.pairing.claim_notice(row["platform"], row["user_id"]):
+                    continue
                 try:
-                    await self.delivery.deliver(adapter, row["chat_id"], OutboundMessage(APPROVED_TEXT))
-                except Exception as exc:
-                    log.warning("pairing_notice_failed", platform=row["platform"], error=str(exc))
-                await self.pairing.mark_notified(row["platform"], row["user_id"])
+                    report = await self.delivery.deliver(adapter, row["chat_id"], OutboundMessage(APPROVED_TEXT))
+                except Exception as exc:  # cut off (the adapter went away): the next refresh tries again
+                    log.warning("pairing_notice_failed", platform=row["platform"], error=str(exc), retry=True)
+                    await self.pairing.unclaim_notice(row["platform"], row["user_id"])
+                    continue
+                if report.failed:  # the platform refused it for good (after delivery's own retries)
+                    log.warning("pairing_notice_failed", platform=row["platform"], error=report.error, retry=False)
+                    continue
                 log.info("pairing_user_told", platform=row["platform"], user_id=row["user_id"])
 
     def denied(self, adapter: PlatformAdapter, source: Source) -> None:

@@ -281,14 +281,14 @@ async def database_problems(cfg: Config, paths: Paths) -> list[Problem]:
     if url.startswith("sqlite"):
         return _sqlite_problems(cfg, paths, url)
     from gateway.db import make_engine
-    from gateway.tables import create_schema
+    from gateway.migrations import upgrade
 
     engine = make_engine(url)
     try:
         async with engine.connect() as conn:
             trans = await conn.begin()
             try:
-                await conn.run_sync(create_schema)
+                await conn.run_sync(upgrade)
             finally:
                 await trans.rollback()
     except Exception as exc:

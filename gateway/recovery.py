@@ -12,6 +12,8 @@ is prose and is answered.
 
 from __future__ import annotations
 
+from typing import Any
+
 import structlog
 
 from gateway.commands import CommandRegistry
@@ -32,27 +34,30 @@ class Recovery:
         self.lanes = lanes
         self.commands = commands
         self.notifier = notifier
+        self.router: Any = None  # gateway.routing.SessionRouter: with several instances, sessions have owners
 
     async def recover(self, adapter: PlatformAdapter) -> int:
         """Take over ``adapter``'s unfinished rows whose owner is gone; returns how many were resumed."""
         resumed = 0
         rows = await self.store.inbox_unfinished(adapter.name)
         await self.instance.refresh()  # after the rows: their owners' heartbeats are all in this read
-        for row in rows:
-            if not self.instance.gone(row["owner"], row["lease_until"]):
-                continue
+        gone = [row for row in rows if self.instance.gone(row["owner"], row["lease_until"])]
+        if self.router is not None and self.router.enabled:
+            # A session has one owner: its rows are taken over with its lease, in order (gateway/leases.py).
+            for key, owner in dict.fromkeys((row["session_key"], row["owner"]) for row in gone):
+                resumed += await self.router.take_over(key, owner)
+            if resumed:
+                log.info("inbox_recovered", platform=adapter.name, messages=resumed)
+            return resumed
+        for row in gone:
             if not await self.store.inbox_claim(row, self.instance.id, self.instance.lease()):
                 continue  # another instance was quicker
             msg = InboundMessage.from_dict(row["payload"])
-            command = self._command(msg, legacy=row["owner"] is None)
+            command = command_of(msg, row["owner"] is None, self.commands)
             if row["status"] == "replied" and row["reply"] is not None:
                 item = Accepted(row["id"], msg, row["session_key"], resume_reply=row["reply"])
             elif command is not None:
-                if await self.store.inbox_set(row["id"], "cancelled", error="command interrupted by a restart",
-                                              expected="pending"):
-                    name = adapter.capabilities.command(command.name)
-                    await self.notifier.notify(msg.source, f"↻ Herald restarted before it could run {name}: it "
-                                                           "was not run. Send it again if you still want it.")
+                await drop_command(self.store, self.notifier, adapter, row["id"], msg, command)
                 continue
             else:
                 steps = await self.store.turn_steps(row["id"])
@@ -63,13 +68,24 @@ class Recovery:
             log.info("inbox_recovered", platform=adapter.name, messages=resumed)
         return resumed
 
-    def _command(self, msg: InboundMessage, legacy: bool) -> CommandCall | None:
-        """The command the row carries, as ``accept`` decided it: a typed ``/word`` the registry does not know
-        is prose for the model; a native command stays one."""
-        call = msg.command
-        if call is None and legacy:
-            # Rows stored before adapters filled ``command`` (and before rows had owners): a /command in the
-            # text. Not for newer rows: their adapter said the text is no command (Slack's prefix is "!").
-            parsed = parse_text_command(msg.text)
-            call = parsed[0] if parsed else None
-        return self.commands.resolve(call)
+
+def command_of(msg: InboundMessage, legacy: bool, commands: CommandRegistry) -> CommandCall | None:
+    """The command a stored row carries, as ``accept`` decided it: a typed ``/word`` the registry does not know
+    is prose for the model; a native command stays one."""
+    call = msg.command
+    if call is None and legacy:
+        # Rows stored before adapters filled ``command`` (and before rows had owners): a /command in the
+        # text. Not for newer rows: their adapter said the text is no command (Slack's prefix is "!").
+        parsed = parse_text_command(msg.text)
+        call = parsed[0] if parsed else None
+    return commands.resolve(call)
+
+
+async def drop_command(store: Store, notifier: Notifier, adapter: PlatformAdapter, inbox_id: int,
+                       msg: InboundMessage, command: CommandCall) -> None:
+    """A command cut off by a restart (or the death of the instance running it) is not replayed: it was about
+    the moment it was sent. Its sender is told."""
+    if await store.inbox_set(inbox_id, "cancelled", error="command interrupted by a restart", expected="pending"):
+        name = adapter.capabilities.command(command.name)
+        await notifier.notify(msg.source, f"↻ Herald restarted before it could run {name}: it was not run. Send "
+                                          "it again if you still want it.")

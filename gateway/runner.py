@@ -28,6 +28,7 @@ from gateway.approvals.broker import ApprovalBroker
 from gateway.approvals.commands import register_approvals
 from gateway.approvals.store import ApprovalStore
 from gateway.builtin_commands import register_builtin_commands
+from gateway.bus import make_bus
 from gateway.commands import CommandRegistry
 from gateway.config import Config, Paths
 from gateway.delivery import Delivery, Notices
@@ -48,6 +49,7 @@ from gateway.platforms.base import (
     Source,
 )
 from gateway.recovery import Recovery
+from gateway.routing import SessionRouter
 from gateway.session.manager import SessionManager
 from gateway.store import Store
 from gateway.supervisor import Supervisor
@@ -77,13 +79,14 @@ class GatewayRunner:
         self.counters: dict[str, int] = {
             "messages_accepted": 0, "messages_duplicate": 0, "messages_denied": 0, "turns_started": 0,
             "turns_ok": 0, "turns_failed": 0, "turns_interrupted": 0, "turns_timed_out": 0, "queue_rejected": 0,
+            "messages_routed": 0,
         }
         self._tasks: set[asyncio.Task[Any]] = set()
         self.adapters: dict[str, PlatformAdapter] = {}
         self.store = Store(cfg.database.url or f"sqlite+aiosqlite:///{paths.db_file}")
         self.metrics = Metrics(self)  # a registry of its own: several runners may share a process (tests)
         self.instance = Instance(self.store, paths.profile)
-        self.delivery = Delivery(self.store, self.metrics)
+        self.delivery = Delivery(self.store, self.metrics, owner=self.instance.id)
         self.notices = Notices(self.delivery, self.adapters)
         self.commands = CommandRegistry()
         self.access = AccessControl(cfg)
@@ -108,6 +111,17 @@ class GatewayRunner:
         register_cron_commands(self.commands, self.store, lambda: self.cron)
         self.locks = CredentialLocks(self.store.url, paths.profile)
         self.recovery = Recovery(self.store, self.instance, self.lanes, self.commands, self.notices)
+        # Several instances on one PostgreSQL database: each session's turns run in its lease owner.
+        self.bus = make_bus(self.store.url, self.instance.id)
+        self.router = SessionRouter(self.store, self.instance, self.bus, self.lanes, self.adapters, self.commands,
+                                    self.notices, self, self.sessions.forget, self.counters)
+        self.router.dispatch = self.inbound.dispatch
+        self.inbound.router = self.recovery.router = self.router
+        if self.bus.enabled:
+            from gateway.approvals.remote import RemoteApprovals
+
+            self.approvals.remote = RemoteApprovals(self.approvals, self.bus, self.instance, self)
+            self.bus.on("session-reset", self._reset_elsewhere)
         self.supervisor = Supervisor(self.adapters, self.locks, self.recovery, self.instance, self)
         self._http: Any = None
         self.warnings: list[str] = []  # start-up warnings /readyz repeats (sandbox: none, no bubblewrap)
@@ -150,6 +164,7 @@ class GatewayRunner:
         await self.store.init()
         await self.instance.register()
         await self.instance.renew()
+        await self.bus.start()
         await self.pairing.start()
         self.agents.build()
         self._build_adapters()
@@ -158,12 +173,14 @@ class GatewayRunner:
         from gateway.http import HttpServer
 
         dashboard = Dashboard(self.readiness, self.adapters, self.lanes, self.sessions, self.approvals,
-                              self.store.run_read, self.notices, lambda: self._stopping)
+                              self.store.run_read, self.notices, lambda: self._stopping, self.bus)
         self._http = HttpServer(self, dashboard.routes())
         await self._http.start()
         # Each adapter connects under its credential locks, then recovers what its platform left unfinished.
         self.supervisor.start()
         self.spawn(self.lanes.watchdog(), name="watchdog")
+        if self.router.enabled:
+            self.spawn(self.router.run(), name="routing")
         self.spawn(self._measure_loop_lag(), name="loop-lag")
         if self.cfg.sessions.retention_days:
             from gateway.retention import Retention
@@ -206,7 +223,7 @@ class GatewayRunner:
         from cron.host import CronHost
 
         return CronHost(self.cfg, self.store, self.turns, self.delivery, self.adapters, self, self.agents.tool_extras,
-                        self._is_admin, lambda: self.agents.sandbox, self.metrics)
+                        self._is_admin, lambda: self.agents.sandbox, self.metrics, self.bus)
 
     def _build_adapters(self) -> None:
         # Files people send are for the agent: they go where its tools can read them (the sandbox hides the
@@ -216,7 +233,8 @@ class GatewayRunner:
 
         def context(config: Any) -> AdapterContext:
             return AdapterContext(gateway=self, config=config, home=self.paths.home, media_dir=media,
-                                  chat_log=self.store, platforms=dict(self.cfg.platforms), cursors=self.store)
+                                  chat_log=self.store, platforms=dict(self.cfg.platforms), cursors=self.store,
+                                  broadcast=self.bus)
 
         for name in PLATFORMS:
             platform_cfg = getattr(self.cfg.platforms, name, None)
@@ -227,6 +245,13 @@ class GatewayRunner:
             self.adapters[adapter.name] = adapter
         for name in self.adapters:
             self.metrics.add_platform(name)
+
+    def _reset_elsewhere(self, key: str) -> None:
+        """Another instance reset ``key`` (the dashboard): a turn of it running here stops, what waits for
+        approval in it is denied, and what this instance cached about it is dropped."""
+        self.lanes.stop_turn(key)
+        self.spawn(self.approvals.deny_session(key, "new"), name="reset:approvals")
+        self.sessions.forget(key)
 
     def _prompt_hint(self, platform: str) -> str | None:
         adapter = self.adapters.get(platform)
@@ -265,10 +290,12 @@ class GatewayRunner:
         self.turns.pool.shutdown(wait=False, cancel_futures=True)
         try:
             # What this process leaves unfinished is free for the next one at once, here or elsewhere.
+            await self.router.stop()
             await self.store.inbox_renew(self.instance.id, 0.0)
             await self.instance.unregister()
         except Exception as exc:
             log.warning("instance_release_failed", error=str(exc))
+        await self.bus.stop()
         await self.store.close()
         self.systemd.close()
         log.info("gateway_stopped")

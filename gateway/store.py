@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import and_, bindparam, func, insert, select, update
@@ -38,12 +38,13 @@ class Store(Database):
     # ---- inbox -------------------------------------------------------------------------------
 
     async def inbox_add(self, platform: str, platform_message_id: str, session_key: str, payload: dict[str, Any],
-                        owner: str | None = None, lease_until: float | None = None) -> int | None:
+                        owner: str | None = None, lease_until: float | None = None,
+                        status: str = "pending") -> int | None:
         """Store an accepted message; ``None`` when this platform message was already taken."""
         now = time.time()
         params = {
             "platform": platform, "platform_message_id": platform_message_id, "session_key": session_key,
-            "payload": payload, "status": "pending", "created_at": now, "updated_at": now,
+            "payload": payload, "status": status, "created_at": now, "updated_at": now,
             "owner": owner, "lease_until": lease_until,
         }
 
@@ -101,31 +102,44 @@ class Store(Database):
 
     # ---- outbox ------------------------------------------------------------------------------
 
-    async def outbox_chunks(self, inbox_id: int) -> dict[int, dict[str, Any]]:
-        """The newest row of each chunk recorded for ``inbox_id``."""
+    async def outbox_chunks(self, inbox_id: int | None = None, ref: str | None = None) -> dict[int, dict[str, Any]]:
+        """The newest row of each chunk recorded for the answer to ``inbox_id`` (or the delivery ``ref``)."""
+        where = outbox.c.inbox_id == inbox_id if ref is None else outbox.c.ref == ref
         rows = await self.run_read(op_all(
             select(outbox.c.id, outbox.c.chunk_index, outbox.c.status, outbox.c.idempotency_key)
-            .where(outbox.c.inbox_id == inbox_id).order_by(outbox.c.id)
+            .where(where).order_by(outbox.c.id)
         ))
         return {r["chunk_index"]: r for r in rows}
 
     async def outbox_sent_chunks(self, inbox_id: int) -> set[int]:
         return {i for i, r in (await self.outbox_chunks(inbox_id)).items() if r["status"] == "sent"}
 
-    async def outbox_begin(self, inbox_id: int, platform: str, chat_id: str, chunk_index: int, *, key: str,
-                           row_id: int | None = None) -> int:
+    async def outbox_begin(self, inbox_id: int | None, platform: str, chat_id: str, chunk_index: int, *, key: str,
+                           row_id: int | None = None, ref: str | None = None,
+                           guard: Callable[[Connection], bool] | None = None) -> int | None:
         """Mark a chunk ``sending`` before it goes out, with the idempotency ``key`` it is sent with (a new row,
-        or the one an earlier attempt left)."""
+        or the one an earlier attempt left).
+
+        ``guard`` claims the chunk: it runs first in the same transaction (locking what it reads) and the
+        chunk is begun only while it holds — this instance still owns the delivery. None when it does not:
+        another instance took the delivery over, and sends this chunk itself."""
         now = time.time()
         if row_id is not None:
-            stmt = update(outbox).where(outbox.c.id == row_id).values(status="sending", error=None, updated_at=now,
-                                                                      idempotency_key=key)
-            await self.run_write(lambda conn: conn.execute(stmt))
-            return row_id
-        params = {"inbox_id": inbox_id, "platform": platform, "chat_id": chat_id, "chunk_index": chunk_index,
-                  "platform_message_id": None, "status": "sending", "error": None, "created_at": now,
-                  "updated_at": now, "idempotency_key": key}
-        return int(await self.run_write(lambda conn: conn.execute(_OUTBOX_INSERT, params).inserted_primary_key[0]))
+            stmt: Any = update(outbox).where(outbox.c.id == row_id).values(
+                status="sending", error=None, updated_at=now, idempotency_key=key)
+        else:
+            stmt = insert(outbox).values(
+                inbox_id=inbox_id, platform=platform, chat_id=chat_id, chunk_index=chunk_index,
+                platform_message_id=None, status="sending", error=None, created_at=now, updated_at=now,
+                idempotency_key=key, ref=ref)
+
+        def op(conn: Connection) -> int | None:
+            if guard is not None and not guard(conn):
+                return None
+            result = conn.execute(stmt)
+            return row_id if row_id is not None else int(result.inserted_primary_key[0])
+
+        return await self.run_write(op)
 
     async def outbox_finish(self, row_id: int, status: str, ids: list[str], error: str | None,
                             inbox_id: int | None, finish_inbox: str | None) -> None:
@@ -148,7 +162,7 @@ class Store(Database):
         await self.run_write(op_exec((_OUTBOX_INSERT, {
             "inbox_id": inbox_id, "platform": platform, "chat_id": chat_id, "chunk_index": chunk_index,
             "platform_message_id": platform_message_id, "status": status, "error": error, "created_at": now,
-            "updated_at": now, "idempotency_key": None,
+            "updated_at": now, "idempotency_key": None, "ref": None,
         })))
 
     # ---- sessions and messages ---------------------------------------------------------------
@@ -207,6 +221,15 @@ class Store(Database):
             while len(self._history) > HISTORY_CACHE_SESSIONS:
                 self._history.popitem(last=False)
         return list(tail)
+
+    def owns_inbox_row(self, inbox_id: int, owner: str) -> Callable[[Connection], bool]:
+        """A guard for ``outbox_begin``: the row is still ``owner``'s (locked until the chunk is begun, so a
+        takeover that commits meanwhile waits and then sees the chunk as begun)."""
+        stmt = select(inbox.c.id).where(and_(inbox.c.id == inbox_id, inbox.c.owner == owner)).with_for_update()
+        return lambda conn: conn.execute(stmt).first() is not None
+
+    def forget_history(self, session_id: str) -> None:
+        self._history.pop(session_id, None)
 
     async def resume_history(self, session_id: str, inbox_id: int, limit: int = 0) -> list[dict[str, Any]]:
         """What a turn resumed after a crash sends the model: the history before the turn (with ``limit``, its

@@ -44,7 +44,7 @@ class Supervisor:
             adapter.state = "starting"
             try:
                 # Its credentials' locks first: a second process driving the same bot would steal its updates.
-                await self.locks.acquire(adapter.name, adapter.credentials())
+                await self.locks.acquire(adapter.name, adapter.credentials(), adapter.exclusive_credentials())
                 await adapter.start()
                 self._attempted_once(adapter)
                 adapter.state, adapter.last_error, delay = "connected", None, 1.0

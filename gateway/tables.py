@@ -1,9 +1,8 @@
 """Every table of Herald's database, declared in one place.
 
 Modules that keep state (the store, approvals, pairing, cron, credential locks) import their tables from
-here; nothing registers a table by being imported. ``create_schema`` creates what is missing and adds
-columns that later versions introduced to tables an older version created (additive, nullable columns
-only), so an existing state.db or PostgreSQL database keeps working after an upgrade.
+here; nothing registers a table by being imported. The database is created and upgraded by the migrations
+in gateway/migrations/ (Alembic); tests/test_migrations.py fails while they and these tables disagree.
 """
 
 from __future__ import annotations
@@ -21,10 +20,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
-    inspect,
 )
-from sqlalchemy.engine import Connection
-from sqlalchemy.schema import CreateColumn
 
 metadata = MetaData()
 
@@ -83,6 +79,8 @@ inbox = Table(
     Column("lease_until", Float, nullable=True),
     UniqueConstraint("platform", "platform_message_id", name="uq_inbox_platform_message"),
     Index("ix_inbox_status", "status"),
+    Index("ix_inbox_session_owner", "session_key", "owner", "status"),
+    Index("ix_inbox_owner", "owner", "status"),
 )
 
 
@@ -104,6 +102,21 @@ outbox = Table(
     # The key ``send`` is given, drawn when the chunk is first begun and reused when it is resent: unique for
     # ever (an inbox id is not: SQLite hands out a deleted newest row's id again).
     Column("idempotency_key", String(64), nullable=True),
+    # A delivery that answers no inbox row but must not repeat either (a cron run's result to one target).
+    Column("ref", String(300), nullable=True, index=True),
+)
+
+
+# With several instances on one database, the instance that runs each session's turns, until when
+# (gateway/leases.py). A free lease has no owner.
+session_leases = Table(
+    "session_leases",
+    metadata,
+    Column("key", String(512), primary_key=True),
+    Column("owner", String(300), nullable=True),
+    Column("lease_until", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Index("ix_session_leases_owner", "owner"),
 )
 
 
@@ -350,21 +363,3 @@ credential_lock_holders = Table(
     Column("host", String(256), nullable=True),
     Column("acquired_at", Float, nullable=False),
 )
-
-
-def create_schema(conn: Connection) -> list[str]:
-    """Create missing tables, then add missing columns; returns the ``table.column`` names added."""
-    metadata.create_all(conn)
-    added: list[str] = []
-    inspector = inspect(conn)
-    for table in metadata.sorted_tables:
-        present = {c["name"] for c in inspector.get_columns(table.name)}
-        for column in table.columns:
-            if column.name in present:
-                continue
-            if not column.nullable:
-                raise RuntimeError(f"{table.name}.{column.name} is missing and cannot be added automatically")
-            ddl = CreateColumn(column).compile(dialect=conn.dialect)
-            conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {ddl}")
-            added.append(f"{table.name}.{column.name}")
-    return added

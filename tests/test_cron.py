@@ -265,6 +265,48 @@ async def test_a_delivery_cut_off_by_a_restart_is_finished_once_by_the_next_proc
     assert len(texts) == 1 and "the report" in texts[0] and "Cron job" in texts[0]
 
 
+async def test_a_delivery_taken_over_sends_only_the_chunks_that_were_not_out(make_runner):
+    """A long result goes out in chunks through the outbox (one delivery per run and target): a process that
+    dies between chunks leaves the sent ones recorded, and the next one sends the rest, not all again."""
+    import socket
+
+    from gateway.tables import cron_runs
+
+    clock = Clock()
+    runner, qa, sched = await start_cron(make_runner, clock,
+                                         cron={"delivery_attempts": 3, "delivery_retry_seconds": 3600})
+    chunks_seen: list[str] = []
+
+    def die_on_the_second_chunk(chat_id: str, text: str) -> Exception | None:
+        chunks_seen.append(text)
+        return RuntimeError("the process is going down") if len(chunks_seen) == 2 else None
+
+    qa.send_hook = die_on_the_second_chunk
+    job = await create(sched, schedule="10m", script="seq 1 2500", no_agent=True)  # ~11 KB: three chunks
+    clock.t += 600
+    await sched.tick()
+    await wait_for(lambda: sched.store.runs(job["id"]), lambda rs: rs and rs[0]["delivery_attempts"] == 1)
+    for task in [*sched._tasks]:
+        task.cancel()
+    await asyncio.gather(*sched._tasks, return_exceptions=True)
+    gone = await asyncio.create_subprocess_exec("true")
+    await gone.wait()
+    await runner.store.run_write(lambda c: c.execute(cron_runs.update().values(
+        delivery_owner=f"{socket.gethostname()}:{gone.pid}")))
+    assert len(qa.texts("c1")) == 1  # the first chunk reached the chat before the process died
+
+    qa.send_hook = None
+    restarted = CronScheduler(runner.cron_host(), now=clock)
+    await restarted.start(timer=False)
+    await settle(restarted)
+    [run] = await runs(restarted, job["id"])
+    assert run["delivery_status"] == "delivered"
+    numbers = [line.strip() for text in qa.texts("c1") for line in text.splitlines() if line.strip().isdigit()]
+    assert numbers == [str(n) for n in range(1, 2501)]  # every line once, in order: no chunk sent twice
+    # The chunk that may or may not have been out when it died is announced first (QA cannot de-duplicate).
+    assert sum("may repeat" in text for text in qa.texts("c1")) == 1
+
+
 async def test_a_live_deliverers_claim_is_respected_until_its_lease_runs_out(make_runner):
     from gateway.tables import cron_runs
 

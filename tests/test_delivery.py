@@ -3,13 +3,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from gateway.delivery import Delivery
 from gateway.platforms.base import FormattingError, OutboundMessage, PermanentError, RateLimited, TransientError
 from gateway.rendering import chunk_text, to_plain, utf16_len
 from gateway.store import Store
-from gateway.tables import outbox
+from gateway.tables import inbox, outbox
 
 
 @pytest.mark.parametrize("limit", [50, 120, 400])
@@ -266,3 +266,45 @@ def test_chunks_fit_a_measure_that_is_not_the_character_count(limit):
     for c in chunks:  # no inline span cut in half
         for line in c.split("\n"):
             assert line.count("`") % 2 == 0 and line.count("**") % 2 == 0, line
+
+
+async def test_an_answer_is_sent_only_while_its_inbox_row_is_this_instances(db_url):
+    """Outbox claims: a chunk is begun only while this instance owns the row (checked under a row lock in the
+    chunk's own transaction). An instance whose row was taken over stops before its next chunk, and the
+    taker carries on from the chunks already out."""
+    from gateway.platforms.base import Capabilities
+    from gateway.store import NotExpected
+
+    store = Store(db_url)
+    await store.init()
+    try:
+        row = await store.inbox_add("rec", "m1", "rec:dm:c", {"text": "q"}, owner="instance-a")
+        await store.inbox_set(row, "replied", reply="x", expected="pending")
+        text = " ".join(f"word{i}" for i in range(60))  # several chunks of at most 100 characters
+        stranger, a = Recorder(Capabilities(max_message_length=100)), Recorder(Capabilities(max_message_length=100))
+        with pytest.raises(NotExpected):
+            await Delivery(store, owner="instance-b").deliver(stranger, "c", OutboundMessage(text), inbox_id=row)
+        assert stranger.sent == []
+
+        real_send = a.send
+
+        async def send_then_lose_the_row(chat_id, chunk, message, *, idempotency_key=None):
+            ids = await real_send(chat_id, chunk, message, idempotency_key=idempotency_key)
+            if len(a.sent) == 2:  # another instance takes the row over (this one stalled past its lease)
+                await store.run_write(lambda conn: conn.execute(
+                    update(inbox).where(inbox.c.id == row).values(owner="instance-b")))
+            return ids
+
+        a.send = send_then_lose_the_row
+        with pytest.raises(NotExpected):
+            await Delivery(store, owner="instance-a").deliver(a, "c", OutboundMessage(text), inbox_id=row,
+                                                              finish_inbox=True)
+        assert len(a.sent) == 2
+        b = Recorder(Capabilities(max_message_length=100))
+        report = await Delivery(store, owner="instance-b").deliver(b, "c", OutboundMessage(text), inbox_id=row,
+                                                                   resume=True, finish_inbox=True)
+        assert not report.failed
+        assert [t for _, t in a.sent + b.sent] == chunk_text(text, 100)  # every chunk once, in order
+        assert (await store.inbox_get(row))["status"] == "done"
+    finally:
+        await store.close()

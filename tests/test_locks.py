@@ -99,6 +99,32 @@ async def test_postgres_advisory_lock_refuses_a_second_holder_and_is_released_wh
         await store.close()
 
 
+async def test_webhook_receivers_of_one_database_share_a_credential_a_poller_gets_it_alone(pg_url, tmp_path):
+    from gateway.locks import CredentialLocks
+
+    store = Store(pg_url)
+    await store.init()
+    token = f"hook-{uuid.uuid4().hex}"
+    machines = [CredentialLocks(pg_url, f"m{i}", directory=tmp_path / f"m{i}") for i in range(3)]
+    try:
+        # Two instances receiving by webhook hold it together...
+        await machines[0].acquire("telegram", [("telegram", token)], exclusive=False)
+        await machines[1].acquire("telegram", [("telegram", token)], exclusive=False)
+        # ...and a poller (another instance, or a misconfigured daemon) is kept out while they do,
+        with pytest.raises(CredentialLocked):
+            await machines[2].acquire("telegram", [("telegram", token)], exclusive=True)
+        await machines[0].release("telegram")
+        await machines[1].release("telegram")
+        # as webhook receivers are kept out while a poller holds it.
+        await machines[2].acquire("telegram", [("telegram", token)], exclusive=True)
+        with pytest.raises(CredentialLocked):
+            await machines[0].acquire("telegram", [("telegram", token)], exclusive=False)
+    finally:
+        for locks in machines:
+            await locks.release("telegram")
+        await store.close()
+
+
 # ---------------------------------------------------------------------------------------------- supervision
 
 

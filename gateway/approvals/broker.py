@@ -75,6 +75,8 @@ class ApprovalBroker:
         self._secret_values = secret_values
         self.timeout_seconds = cfg.timeout_seconds
         self.pending: dict[str, Request] = {}  # insertion order = oldest first
+        # With several instances on one database: answers to requests waiting in another (remote.py).
+        self.remote: Any = None
         self._grants: dict[str, set[str]] = {}  # session key -> command hashes approved for the session
         self._always: set[str] = set()
         # Recently settled requests, so a late press is answered at once (the row's update may still be queued).
@@ -104,9 +106,9 @@ class ApprovalBroker:
             self.metrics.approval("denied")
             log.info("approval_decided", approval_id=row["id"], outcome="denied", via="restart",
                      session_key=row["session_key"], command=row["command"])
-        self.life.spawn(self._tell_restarted(stale), name="approvals:restarted")
+        self.life.spawn(self.tell_restarted(stale), name="approvals:restarted")
 
-    async def _tell_restarted(self, rows: list[dict[str, Any]]) -> None:
+    async def tell_restarted(self, rows: list[dict[str, Any]]) -> None:
         for row in rows:
             adapter = self.adapters.get(row["platform"])
             if adapter is None:
@@ -362,10 +364,16 @@ class ApprovalBroker:
         # In an open group anyone may talk, but only someone on an allowlist (or paired) answers for a shell.
         return by.user_id == req.source.user_id and self.access.known(by)
 
-    async def decide(self, approval_id: str, choice: str, by: Source, via: str, trusted: bool = False) -> str:
-        """A person's answer (button or command); returns the notice for them."""
+    async def decide(self, approval_id: str, choice: str, by: Source, via: str, trusted: bool = False, *,
+                     forward: bool = True) -> str:
+        """A person's answer (button or command); returns the notice for them. A request waiting in another
+        instance of the database is answered there (``forward``; remote.py)."""
         req = self.pending.get(approval_id)
         if req is None:
+            if forward and self.remote is not None:
+                notice = await self.remote.forward(approval_id, choice, by, via, trusted)
+                if notice is not None:
+                    return notice
             return await self._gone(approval_id)
         if not self.may_decide(req, by, trusted):
             log.info("approval_refused", approval_id=approval_id, user_id=by.user_id, platform=by.platform,
@@ -390,11 +398,15 @@ class ApprovalBroker:
             done = f"Approved {what}."
         return done if ok else await self._gone(approval_id)
 
-    async def decide_as_operator(self, approval_id: str, choice: str) -> str:
+    async def decide_as_operator(self, approval_id: str, choice: str, *, forward: bool = True) -> str:
         """The operator's answer from the dashboard: the same path as a press in the chat (the prompt there is
         edited the same way), decided by ``OPERATOR`` via ``dashboard`` in the audit trail."""
         req = self.pending.get(approval_id)
         if req is None:
+            if forward and self.remote is not None:
+                notice = await self.remote.forward(approval_id, choice, None, "dashboard", True)
+                if notice is not None:
+                    return notice
             return await self._gone(approval_id)
         by = Source(req.source.platform, req.source.chat_id, OPERATOR, req.source.chat_type,
                     thread_id=req.source.thread_id, user_name="the operator (dashboard)", scope=req.source.scope)
@@ -425,6 +437,13 @@ class ApprovalBroker:
             self._grants.pop(session_key, None)
             await self.store.drop_grants(session_key)
         return len(reqs)
+
+    async def waiting_in_chat(self, platform: str, chat_id: str) -> list[Any]:
+        """What waits for an answer in this chat, here and (several instances) in the others, oldest first."""
+        here: list[Any] = self.pending_in_chat(platform, chat_id)
+        if self.remote is None:
+            return here
+        return here + await self.remote.waiting_in_chat(platform, chat_id)
 
     def pending_in_chat(self, platform: str, chat_id: str) -> list[Request]:
         return [r for r in self.pending.values() if r.source.platform == platform and r.source.chat_id == chat_id]

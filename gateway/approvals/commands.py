@@ -16,7 +16,7 @@ async def _answer_from_chat(broker: ApprovalBroker, ctx: CommandContext, deny: b
             scope = part.lower()
         else:
             ident = part.strip("`")
-    waiting = broker.pending_in_chat(ctx.adapter.name, source.chat_id)
+    waiting = await broker.waiting_in_chat(ctx.adapter.name, source.chat_id)
     if ident is None:
         if not waiting:
             return "Nothing is waiting for approval here."
@@ -28,7 +28,7 @@ async def _answer_from_chat(broker: ApprovalBroker, ctx: CommandContext, deny: b
         ident = theirs[0].id
     choice = "d" if deny else {"once": "o", "session": "s", "always": "a"}[scope]
     notice = await broker.decide(ident, choice, source, "command", ctx.adapter.trusted)
-    left = [r.id for r in broker.pending_in_chat(ctx.adapter.name, source.chat_id)]
+    left = [r.id for r in await broker.waiting_in_chat(ctx.adapter.name, source.chat_id)]
     if left:
         caps = ctx.adapter.capabilities
         answers = f"{caps.command('approve', 'ID')} or {caps.command('deny', 'ID')}"

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from gateway.cli import approvals, backup, cron, daemon, doctor, pairing, profile, service, web
+from gateway.cli import approvals, backup, cron, daemon, db, doctor, pairing, profile, service, web
 from gateway.cli.common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_USAGE, fail, fail_config, state
 from gateway.config import ConfigError
 from gateway.platforms import PLATFORMS
@@ -57,6 +57,7 @@ app.add_typer(pairing.app, name="pairing")
 app.add_typer(profile.app, name="profile")
 app.add_typer(cron.app, name="cron")
 app.add_typer(service.app, name="service")
+app.add_typer(db.app, name="db")
 
 
 def main() -> None:

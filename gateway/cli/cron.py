@@ -33,12 +33,12 @@ def _with_store(fn: Callable[[Any, Any], Awaitable[Any]]) -> Any:
 
     async def main() -> Any:
         from cron.store import engine_store
-        from gateway.tables import create_schema
+        from gateway.migrations import upgrade
 
         store, engine = engine_store(url)
         try:
             async with engine.begin() as conn:
-                await conn.run_sync(create_schema)
+                await conn.run_sync(upgrade)
             return await fn(store, cfg)
         finally:
             await engine.dispose()
@@ -88,6 +88,7 @@ def add(
         enabled = {name for name in PLATFORMS if getattr(getattr(cfg.platforms, name, None), "enabled", False)}
         try:
             row = operator_script(build_job(fields, default_tz=cfg.cron.timezone, origin=None,
+                                            min_interval=cfg.cron.min_interval_seconds,
                                             known_platforms=enabled, created_by="cli"))
             for target in parse_targets(row["deliver"], enabled, has_origin=False):
                 home = getattr(cfg.platforms, target.platform or "", None)

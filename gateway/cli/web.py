@@ -43,14 +43,14 @@ def web_url(
 ) -> None:
     """Print the web chat's address with its access token (open it in a browser)."""
     from gateway.cli.common import fail, load
-    from gateway.platforms.web.adapter import load_or_create_token
+    from gateway.platforms.web.adapter import web_token
 
     cfg, paths = load()
     if not cfg.platforms.web.enabled:  # type: ignore[attr-defined]
         fail("the web chat is disabled (platforms.web.enabled: false in "
              f"{paths.config_file})", 1)
     try:
-        token = load_or_create_token(paths.web_token_file)
+        token = web_token(cfg.platforms.web, paths.web_token_file)  # type: ignore[attr-defined]
     except OSError as exc:
         fail(f"cannot read or create the web token {paths.web_token_file}: {exc.strerror or exc}; "
              "check that this user may write there", 1)

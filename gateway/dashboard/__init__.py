@@ -67,8 +67,10 @@ class Notifier(Protocol):
 class Dashboard:
     def __init__(self, readiness: Callable[..., tuple[bool, dict[str, Any]]], adapters: Mapping[str, PlatformAdapter],
                  lanes: Lanes, sessions: Sessions, approvals: Approvals, read: Callable[[Any], Any],
-                 notifier: Notifier, stopping: Callable[[], bool]) -> None:
+                 notifier: Notifier, stopping: Callable[[], bool], peers: Any = None) -> None:
         self.readiness = readiness
+        # The other instances of the database (gateway/bus.py): a reset reaches the one running the session.
+        self.peers = peers
         self.adapters = adapters
         self.lanes = lanes
         self.sessions = sessions
@@ -194,6 +196,9 @@ class Dashboard:
         stopped = self.lanes.stop_turn(key)
         denied = await self.approvals.deny_session(key, "new")
         await self.sessions.reset(key, platform, reason="operator")
+        if self.peers is not None and self.peers.enabled:
+            # The session's turns may run in another instance: it stops them and drops what it cached.
+            await self.peers.broadcast("session-reset", key)
         log.info("session_reset", session_key=key, via="dashboard", stopped=stopped, approvals_denied=denied)
         chat_type = key.split(":")[2 if key.split(":")[1].startswith("s") else 1]
         source = Source(platform, chat, user or "", chat_type if chat_type in ("dm", "group", "channel") else "dm",

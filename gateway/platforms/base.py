@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -317,6 +317,17 @@ class Cursors(Protocol):
     async def cursors_save(self, platform: str, cursors: Mapping[str, str]) -> None: ...
 
 
+class Broadcast(Protocol):
+    """Events every instance sharing the database hears (gateway/bus.py), for an adapter that serves
+    clients of its own (the web chat's event streams): what one instance sends, another's client sees."""
+
+    enabled: bool  # False: this is the only instance, there is nobody to tell
+
+    def on(self, kind: str, handler: Callable[[str], None]) -> None: ...
+
+    async def broadcast(self, kind: str, data: str) -> None: ...
+
+
 @dataclass(frozen=True)
 class AdapterContext:
     """Everything an adapter is built with: its own config section, the gateway port, its places on disk."""
@@ -328,6 +339,7 @@ class AdapterContext:
     chat_log: ChatLog
     platforms: Mapping[str, Any] = field(default_factory=dict)  # every platform's config, read-only
     cursors: Cursors | None = None
+    broadcast: Broadcast | None = None
 
 
 class PlatformAdapter(abc.ABC):
@@ -379,6 +391,12 @@ class PlatformAdapter(abc.ABC):
         processes never drive the same bot (gateway/locks.py).
         """
         return type(self).credentials_of(self.cfg)
+
+    def exclusive_credentials(self) -> bool:
+        """Whether connecting with ``credentials()`` excludes any other process doing the same (polling, a
+        gateway websocket: two would steal each other's events). An adapter that receives by webhook says
+        False: with PostgreSQL, every instance of the database then holds them together and takes webhooks."""
+        return True
 
     @classmethod
     def credentials_of(cls, config: Any) -> list[tuple[str, str]]:

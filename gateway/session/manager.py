@@ -63,6 +63,12 @@ class SessionManager:
         if row is not None:
             row["updated_at"] = self.clock()
 
+    def forget(self, key: str) -> None:
+        """Drop what is cached about ``key``'s session: another instance may have changed it meanwhile."""
+        row = self._cache.pop(key, None)
+        if row is not None:
+            self.store.forget_history(row["id"])
+
     def peek(self, key: str) -> dict[str, Any] | None:
         return self._cache.get(key)
 

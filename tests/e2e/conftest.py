@@ -281,6 +281,10 @@ class EventStream:
         return [d for e, d in list(self.frames) if e == "message" and (role is None or d.get("role") == role)]
 
     def close(self) -> None:
+        # Shut the socket down first: closing the response alone waits for the reader's blocking read to end
+        # (the next keep-alive, up to 15 s later).
+        with contextlib.suppress(Exception):
+            self._resp.fp.raw._sock.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(Exception):
             self._resp.close()
 

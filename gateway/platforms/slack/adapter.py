@@ -95,6 +95,10 @@ class SlackAdapter(PlatformAdapter):
                                    f"{self.cfg.signing_secret_env} (Basic Information > Signing Secret)")
         return token, app_token, signing
 
+    def exclusive_credentials(self) -> bool:
+        # Webhooks: every instance of the database takes them (the inbox drops a second copy).
+        return self.cfg.mode != "http"
+
     @classmethod
     def credentials_of(cls, config: Any) -> list[tuple[str, str]]:
         out = []

@@ -144,6 +144,10 @@ class TelegramAdapter(PlatformAdapter):
             self._closed.cancel()
         self._webhook_secret = None
 
+    def exclusive_credentials(self) -> bool:
+        # Webhooks: every instance of the database takes them (the inbox drops a second copy).
+        return self.cfg.mode != "webhook"
+
     @classmethod
     def credentials_of(cls, config: Any) -> list[tuple[str, str]]:
         token = secret(config.token_env)

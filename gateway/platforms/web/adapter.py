@@ -57,6 +57,13 @@ def load_or_create_token(path: Path) -> str:
     return token
 
 
+def web_token(cfg: Any, path: Path) -> str:
+    """The web chat's token: ``platforms.web.token_env``'s variable when set, else the profile's file."""
+    from gateway.configbase import secret
+
+    return secret(getattr(cfg, "token_env", None)) or load_or_create_token(path)
+
+
 def _valid_id(value: Any, what: str, max_len: int = 128) -> str:
     """Any printable text (ids are opaque: ':' and '/' are fine), but no control characters."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -98,10 +105,19 @@ class WebAdapter(PlatformAdapter):
 
     def __init__(self, ctx: AdapterContext) -> None:
         super().__init__(ctx)
-        self.token = load_or_create_token(ctx.home / "web_token")
+        self.token = web_token(ctx.config, ctx.home / "web_token")
         self.log = ctx.chat_log
         add_secret(self.token)  # masked in every log line and stored error from here on
         self._subscribers: dict[str, set[asyncio.Queue[str]]] = {}
+        # Several instances behind one address: a client's event stream may be held by another instance than
+        # the one answering its chat, so every event is told to the others too (a reference to the chat log
+        # row, or the small event itself), and each passes on what its own clients wait for.
+        self._broadcast = ctx.broadcast if ctx.broadcast is not None and ctx.broadcast.enabled else None
+        self._origin = uuid.uuid4().hex
+        self._heard_events: asyncio.Queue[dict[str, Any]] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        if self._broadcast is not None:
+            self._broadcast.on("web", self._heard)
         warm_markdown()
 
     # ---- lifecycle -------------------------------------------------------------------------------
@@ -111,6 +127,9 @@ class WebAdapter(PlatformAdapter):
         return None
 
     async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        self._heard_events = None
         for queues in self._subscribers.values():
             for q in queues:
                 q.put_nowait("")  # wakes the stream so it can close
@@ -123,14 +142,14 @@ class WebAdapter(PlatformAdapter):
         message_id = f"a-{idempotency_key or uuid.uuid4().hex}"
         buttons = [_button(b) for b in message.buttons]
         if await self.log.chat_log_add(self.name, chat_id, message_id, "assistant", text, buttons):
-            self._publish(chat_id, "message", _message(message_id, "assistant", text, buttons))
+            self._publish(chat_id, "message", _message(message_id, "assistant", text, buttons), ref=message_id)
         return [message_id]
 
     async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None = None,
                    *, thread_id: str | None = None) -> None:
         row = await self.log.chat_log_edit(self.name, message_id, text, [_button(b) for b in buttons or []])
         if row is not None:
-            self._publish(row["chat_id"], "edit", _public(row))
+            self._publish(row["chat_id"], "edit", _public(row), ref=message_id)
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         self._publish(chat_id, "typing", {})
@@ -140,7 +159,18 @@ class WebAdapter(PlatformAdapter):
             self._publish(press.source.chat_id, "notice", {"text": notice})
         return True
 
-    def _publish(self, chat_id: str, event: str, data: dict[str, Any]) -> None:
+    def _publish(self, chat_id: str, event: str, data: dict[str, Any], ref: str | None = None) -> None:
+        """To this instance's streams of the chat, and to the other instances' (``ref``: the chat log row they
+        read the message from; other events travel whole)."""
+        self._deliver(chat_id, event, data)
+        if self._broadcast is not None:
+            told: dict[str, Any] = {"o": self._origin, "c": chat_id, "e": event}
+            told.update({"m": ref} if ref is not None else {"d": data})
+            payload = json.dumps(told, ensure_ascii=False)
+            if len(payload.encode()) < 7000:  # a notice longer than a notification holds stays here
+                self._spawn(self._broadcast.broadcast("web", payload))
+
+    def _deliver(self, chat_id: str, event: str, data: dict[str, Any]) -> None:
         queues = self._subscribers.get(chat_id)
         if not queues:
             return
@@ -148,6 +178,37 @@ class WebAdapter(PlatformAdapter):
         for q in list(queues):
             if q.qsize() < 1000:
                 q.put_nowait(frame)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _heard(self, payload: str) -> None:
+        """Another instance's event: passed on in the order heard, if a client here follows that chat."""
+        try:
+            told = json.loads(payload)
+        except ValueError:
+            return
+        if told.get("o") == self._origin or told.get("c") not in self._subscribers:
+            return
+        if self._heard_events is None:
+            self._heard_events = asyncio.Queue()
+            self._spawn(self._pass_on(self._heard_events))
+        self._heard_events.put_nowait(told)
+
+    async def _pass_on(self, events: asyncio.Queue[dict[str, Any]]) -> None:
+        while True:
+            told = await events.get()
+            try:
+                if "m" in told:
+                    row = await self.log.chat_log_get(self.name, told["m"])
+                    if row is not None:
+                        self._deliver(told["c"], told["e"], _public(row))
+                else:
+                    self._deliver(told["c"], told["e"], told.get("d") or {})
+            except Exception as exc:
+                log.info("web_event_pass_on_failed", error=f"{type(exc).__name__}: {exc}")
 
     # ---- http API --------------------------------------------------------------------------------
 
@@ -198,7 +259,7 @@ class WebAdapter(PlatformAdapter):
             raise web.HTTPServiceUnavailable(text='{"error": "shutting down"}', content_type="application/json")
         # The question is in the chat log before anything can answer it, so it always shows first.
         if await self.log.chat_log_add(self.name, chat_id, public_id, "user", text, None, user_id):
-            self._publish(chat_id, "message", _message(public_id, "user", text, None))
+            self._publish(chat_id, "message", _message(public_id, "user", text, None), ref=public_id)
         try:
             accepted = await self.accept(msg)
         except ShuttingDown:

@@ -7,3 +7,6 @@ from gateway.configbase import PlatformConfig
 
 class WebConfig(PlatformConfig):
     enabled: bool = True
+    # The bearer token from this environment variable instead of $HERALD_HOME/web_token: give every instance
+    # of a cluster (several daemons on one PostgreSQL database behind one address) the same one.
+    token_env: str | None = None

@@ -41,6 +41,14 @@ class Source(Protocol):
     def loop_lag_quantiles(self) -> tuple[float, float, float]: ...
 
 
+# The classes of faults the daemon counts (herald_faults_total{fault=...}) and names in its log events.
+FAULT_CLASSES = (
+    "platform_rate_limited", "platform_unavailable", "platform_conflict", "platform_rejected",
+    "model_rate_limited", "model_error", "model_timeout", "model_stream_cut", "model_bad_output",
+    "database_unavailable", "disk_full", "bad_request", "clock_jump",
+)
+
+
 class Metrics:
     def __init__(self, source: Source | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
@@ -69,6 +77,10 @@ class Metrics:
         self.cron_runs = Counter(
             "herald_cron_runs", "Cron job runs finished, by status (ok, failed, timed_out, missed, skipped).",
             ["status"], registry=r)
+        # One family for every fault the daemon meets and survives (tests/faults/ injects them): a platform
+        # that rate-limits or drops its connection, a model that fails, a database that goes away, bad input.
+        self.faults = Counter(
+            "herald_faults", "Faults met (and handled), by class.", ["fault"], registry=r)
         self._llm_ok = self.llm_seconds.labels("ok")
         self._llm_error = self.llm_seconds.labels("error")
         # Every known label value starts at 0, so a rate() works from the first scrape and no family is empty.
@@ -78,6 +90,8 @@ class Metrics:
             self.approvals.labels(outcome)
         for status in CRON_STATUSES:
             self.cron_runs.labels(status)
+        for fault in FAULT_CLASSES:
+            self.faults.labels(fault)
         if source is not None:
             r.register(_Snapshot(source))
 
@@ -102,6 +116,10 @@ class Metrics:
 
     def delivered(self, platform: str, ok: bool) -> None:
         self.deliveries.labels(platform, "sent" if ok else "failed").inc()
+
+    def fault(self, fault: str) -> None:
+        """Count one fault of class ``fault``; the caller logs one structured event naming the same class."""
+        self.faults.labels(fault).inc()
 
     def approval(self, outcome: str) -> None:
         self.approvals.labels(outcome).inc()

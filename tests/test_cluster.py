@@ -214,7 +214,7 @@ async def test_a_reset_from_another_instances_dashboard_stops_the_owners_turn(cl
     web = {"platforms": {"web": {"enabled": True}}}
     (a, qa_a), (b, _qa_b) = [await make_runner(web, db_url=cluster_db) for _ in range(2)]
     await qa_a.say("[sleep=20] long one", chat_id="s", message_id="1")
-    await wait_for(lambda: a.lanes.running() == 1)
+    await wait_for(lambda: a.lanes.running() == 1 and a.sessions.peek("qa:dm:s") is not None)
     old = a.sessions.peek("qa:dm:s")
     token = b.adapters["web"].token
     async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http, http.post(

@@ -12,6 +12,7 @@ revisions and tables.py disagree.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from alembic import command
@@ -46,6 +47,8 @@ def current(conn: Connection) -> str | None:
 
 def upgrade(conn: Connection) -> tuple[str | None, str]:
     """Bring the database to the newest revision, inside the caller's transaction: (from, to)."""
+    # Alembic says what it sets up and runs at INFO through stdlib logging; the caller logs the outcome.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     if conn.dialect.name == "postgresql":
         conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": UPGRADE_LOCK})
     before = current(conn)

@@ -32,11 +32,17 @@ def test_backup_during_a_load_of_writes(herald: Herald, tmp_path: Path) -> None:
     for t in threads:
         t.start()
     try:
-        time.sleep(1.5)  # a backlog of committed rows and turns being answered
+        # A backlog of committed rows and turns being answered (waited for by count, not time: a loaded
+        # machine acknowledges more slowly).
+        deadline = time.monotonic() + 60
+        while len(acked) < 60 and time.monotonic() < deadline:
+            time.sleep(0.05)
         started = time.monotonic()
         out = subprocess.run([str(HERALD_BIN), "backup", str(tmp_path / "copy.db")], env=herald.env,
                              capture_output=True, text=True, timeout=60)
-        time.sleep(0.3)  # writes go on after it too
+        after = len(acked)
+        while len(acked) < after + 5 and time.monotonic() < deadline:  # writes go on after it too
+            time.sleep(0.05)
     finally:
         stop.set()
         for t in threads:

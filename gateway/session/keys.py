@@ -26,3 +26,9 @@ def session_key(source: Source, per_user_in_groups: bool = True) -> str:
     if source.chat_type != "dm" and per_user_in_groups:
         parts.append("u" + encode_id(source.user_id))
     return ":".join(parts)
+
+
+def session_owner(source: Source, per_user_in_groups: bool = True) -> str | None:
+    """The person whose conversation ``source``'s session is (the sender of a DM, or of a group message
+    when each member has their own session); None when people share it."""
+    return source.user_id if source.chat_type == "dm" or per_user_in_groups else None

@@ -16,6 +16,7 @@ from gateway.instance import Instance
 from gateway.platforms.base import Accepted, InboundMessage
 from gateway.ports import Resubmit, SessionDenials, TurnControl
 from gateway.session.history import History
+from gateway.session.keys import person_id
 from gateway.session.manager import SessionManager
 from gateway.session.search import query_words, snippet
 from gateway.store import Store
@@ -138,8 +139,7 @@ def register_conversation_commands(registry: CommandRegistry, turns: TurnControl
         words = query_words(ctx.args)
         if not words:
             return f"Search for what? {ctx.adapter.capabilities.command('search', 'TEXT')}"
-        source = ctx.message.source
-        hits = await history.search(ctx.adapter.name, source.user_id, words)
+        hits = await history.search(ctx.adapter.name, person_id(ctx.message.source), words)
         if not hits:
             return f"🔎 Nothing of yours mentions {quote(' '.join(words))}."
         lines = [f"🔎 {len(hits)} message{'s' if len(hits) != 1 else ''} with {quote(' '.join(words))}, newest first:"]

@@ -42,8 +42,9 @@ sessions = Table(
     Column("updated_at", Float, nullable=False),
     Column("ended_at", Float, nullable=True),
     Column("end_reason", String(64), nullable=True),
-    # The person whose conversation it is (their user id on ``platform``): set for DMs and per-user group
-    # sessions, None for a group session people share. /search looks only at its sender's own sessions.
+    # The person whose conversation it is (session/keys.py person_id: their user id on ``platform``, with
+    # its scope where there is one): set for DMs and per-user group sessions, None for a group session
+    # people share. /search looks only at its sender's own sessions.
     Column("user_id", String(256), nullable=True),
     Column("title", String(200), nullable=True),  # /title, or taken from the first message
     # Per-session settings (gateway/session/settings.py); None = the config's default. A session that

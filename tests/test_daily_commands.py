@@ -311,3 +311,16 @@ async def test_the_commands_are_in_help_and_every_menu(make_runner, fake_llm: Fa
     assert daily <= names
     said = await ask(qa, "/help", "Commands:")
     assert all(f"/{name}" in said[-1] for name in daily)
+
+
+def test_a_person_is_told_apart_by_scope_and_shared_sessions_have_no_owner():
+    from gateway.platforms.base import Source
+    from gateway.session.keys import person_id, session_owner
+
+    a = Source("slack", "D1", "U1", scope="T1")
+    assert person_id(a) != person_id(Source("slack", "D1", "U1", scope="T2"))
+    assert person_id(Source("x", "c", "T1:U1")) != person_id(a)  # an id holding ":" is encoded
+    group = Source("slack", "C1", "U1", chat_type="group", scope="T1")
+    assert session_owner(group, per_user_in_groups=True) == person_id(a)
+    assert session_owner(group, per_user_in_groups=False) is None
+    assert session_owner(a, per_user_in_groups=False) == person_id(a)  # a DM is always its person's

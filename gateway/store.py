@@ -28,18 +28,19 @@ class NotExpected(Exception):
 
 
 class Store(Database):
-    async def init(self) -> None:
-        await super().init()
-        async with self.write() as conn:
-            await conn.run_sync(create_search_index)
-
     def __init__(self, url: str) -> None:
         super().__init__(url)
         # The newest messages of recently active sessions, as each turn sends them to the model: loading
         # and decoding them from the database every turn was a fifth of the per-message CPU. Appends go
-        # through ``append_messages`` (the only writer of ``messages``), which keeps these in step.
+        # through ``append_messages`` (the only writer of ``messages``), which keeps these in step; /undo and
+        # /retry mark rows hidden and drop the session's entry (``history_changed``).
         self._history: OrderedDict[str, tuple[int, list[dict[str, Any]]]] = OrderedDict()
         self._history_loading: dict[str, bool] = {}  # session id -> an append raced its read
+
+    async def init(self) -> None:
+        await super().init()
+        async with self.write() as conn:  # what create_schema cannot express (gateway/session/search.py)
+            await conn.run_sync(create_search_index)
 
     # ---- inbox -------------------------------------------------------------------------------
 

@@ -48,6 +48,8 @@ class Endpoint:
     base_url: str
     model: str
     api_key: str | None = None
+    # Request fields for this endpoint only (``reasoning_effort`` where its model takes one).
+    extra: dict[str, Any] | None = None
 
 
 def endpoints_from_config(model_cfg: Any, environ: dict[str, str] | None = None) -> list[Endpoint]:
@@ -205,7 +207,7 @@ class LLMClient:
         tools: list[dict[str, Any]] | None,
         interrupt: threading.Event | None,
     ) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"model": ep.model, "messages": messages, **self._extra}
+        kwargs: dict[str, Any] = {"model": ep.model, "messages": messages, **self._extra, **(ep.extra or {})}
         if tools:
             kwargs["tools"] = tools
         if self.stream:

@@ -13,6 +13,7 @@ import structlog
 
 from gateway.config import Config, Paths, secret_env_names
 from gateway.configbase import secret
+from gateway.session.settings import SessionSettings
 
 log = structlog.get_logger("herald.agents")
 
@@ -28,6 +29,9 @@ class AgentFactory:
         self._prompt_hint = prompt_hint  # platform name -> its adapter's one-line hint
         self._prompt_cache: dict[str, str] = {}
         self._by_model: dict[str, Any] = {}
+        self._by_setting: dict[tuple[str | None, str | None], Any] = {}  # (model, effort) -> agent
+        self._lock = threading.Lock()
+        self.settings = SessionSettings(cfg)
         self.tool_names: list[str] = []
         self.agent: Any = None
         # Extra ToolContext.extras for every turn, filled by features the tools reach (cron: "cron_api").
@@ -57,13 +61,36 @@ class AgentFactory:
         self.agent = Agent(llm, registry, self.tool_names, max_iterations=m.max_iterations)
         return self.agent
 
-    def _llm(self, endpoints: list[tuple[str, str, str | None]]) -> Any:
+    def _llm(self, endpoints: list[tuple[str, str, str | None]], primary_extra: dict[str, Any] | None = None) -> Any:
+        """``primary_extra``: request fields for the first endpoint only (a fallback may not take them)."""
         from agent_core.llm import Endpoint, LLMClient
 
         m = self.cfg.model
-        return LLMClient([Endpoint(base_url=url, model=name, api_key=secret(env)) for url, name, env in endpoints],
+        return LLMClient([Endpoint(base_url=url, model=name, api_key=secret(env),
+                                   extra=primary_extra if n == 0 else None)
+                          for n, (url, name, env) in enumerate(endpoints)],
                          timeout=m.timeout_seconds, max_retries=m.max_retries, temperature=m.temperature,
                          max_tokens=m.max_tokens, observe=self._observe_llm)
+
+    def for_session(self, session: dict[str, Any] | None) -> Any:
+        """The agent for a chat turn: the session's model (/model) on the primary endpoint, with the same
+        fallbacks, sending its reasoning effort (/reasoning) where that model takes one."""
+        model = self.settings.model_of(session)
+        effort = self.settings.effort_of(session)
+        if self.agent is None or (model == self.cfg.model.name and effort is None):
+            return self.agent
+        with self._lock:  # turns pick their agent in worker threads
+            agent = self._by_setting.get((model, effort))
+            if agent is None:
+                from agent_core.agent import Agent
+
+                m = self.cfg.model
+                llm = self._llm([(m.base_url or "", model or "", m.api_key_env)]
+                                + [(f.base_url, f.name, f.api_key_env) for f in m.fallbacks],
+                                {"reasoning_effort": effort} if effort else None)
+                agent = self._by_setting[(model, effort)] = Agent(llm, self.agent.registry, self.tool_names,
+                                                                  max_iterations=m.max_iterations)
+            return agent
 
     def for_model(self, model: str | None) -> Any:
         """The agent, or one that calls ``model`` on the primary endpoint (a cron job's model override)."""
@@ -79,14 +106,17 @@ class AgentFactory:
                                                   max_iterations=m.max_iterations)
         return agent
 
-    def system_prompt(self, platform: str) -> str:
-        """Built once per platform and byte-stable afterwards (the model provider's prompt cache)."""
-        prompt = self._prompt_cache.get(platform)
+    def system_prompt(self, platform: str, personality: str | None = None) -> str:
+        """Built once per platform (and personality) and byte-stable afterwards (the model provider's prompt
+        cache). A personality's text (agent.personalities) follows the identity and the platform's hint."""
+        text = self.cfg.agent.personalities.get(personality) if personality else None
+        cache_key = f"{platform}\0{personality}" if text else platform
+        prompt = self._prompt_cache.get(cache_key)
         if prompt is None:
             from agent_core.prompt import build_system_prompt
 
-            prompt = build_system_prompt(self.cfg.agent.identity, self._prompt_hint(platform))
-            self._prompt_cache[platform] = prompt
+            prompt = build_system_prompt(self.cfg.agent.identity, self._prompt_hint(platform), [text] if text else None)
+            self._prompt_cache[cache_key] = prompt
         return prompt
 
     def tool_context(self, key: str, interrupt: threading.Event, approve: Any, **extras: Any) -> Any:

@@ -54,7 +54,7 @@ def register_builtin_commands(registry: CommandRegistry, turns: TurnControl, ses
                          f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(session['created_at']))}.")
         else:
             lines.append("No conversation yet.")
-        lines.append(f"Model: {model_name or 'none configured'}.")
+        lines.append(f"Model: {(session or {}).get('model') or model_name or 'none configured'}.")  # /model
         return "\n".join(lines)
 
     @registry.command("queue", "show waiting messages, add one, or clear them", args_hint="[text | clear]")

@@ -50,10 +50,29 @@ class ModelConfig(_Model):
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1)
     fallbacks: list[FallbackModel] = Field(default_factory=list)
+    # Other model names of the same endpoint a chat may switch to with /model (model.name always may).
+    choices: list[str] = Field(default_factory=list)
+    # Which models take ``reasoning_effort`` (/reasoning): true = every model above, or a list of names.
+    reasoning: bool | list[str] = False
 
     @property
     def configured(self) -> bool:
         return bool(self.base_url and self.name)
+
+    @field_validator("choices")
+    @classmethod
+    def _model_names(cls, v: list[str]) -> list[str]:
+        out: list[str] = []
+        for name in v:
+            name = name.strip()
+            if not name or any(c.isspace() for c in name):
+                raise ValueError(f"{name!r} is not a model name (no spaces)")
+            if name not in out:
+                out.append(name)
+        return out
+
+
+_PRESET_NAME = re.compile(r"[a-z0-9_-]{1,32}")
 
 
 class AgentConfig(_Model):
@@ -64,6 +83,24 @@ class AgentConfig(_Model):
     # How much of a session's past each turn sends to the model: the newest this many messages (cut at a
     # user message, so tool calls keep their results). 0 = the whole session.
     max_history_messages: int = Field(default=200, ge=0)
+    # Named system-prompt presets for /personality: name -> text added to the prompt after the identity.
+    personalities: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("personalities")
+    @classmethod
+    def _preset_names(cls, v: dict[str, str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for name, text in v.items():
+            key = str(name).strip().lower()
+            if not _PRESET_NAME.fullmatch(key) or key in ("default", "none"):
+                raise ValueError(f"{name!r} is not a usable preset name (letters, digits, - and _, at most 32; "
+                                 "not default or none)")
+            if key in out:
+                raise ValueError(f"{name!r} is named twice (names are case-insensitive)")
+            if not str(text or "").strip():
+                raise ValueError(f"{name!r} has no text")
+            out[key] = str(text)
+        return out
 
 
 class GatewayConfig(_Model):

@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Protocol
 
-from gateway.platforms.base import InboundMessage, PlatformAdapter, Source
+from gateway.platforms.base import Accepted, InboundMessage, PlatformAdapter, Source
 
 Adapters = Mapping[str, PlatformAdapter]
 
@@ -47,6 +47,13 @@ class TurnControl(Protocol):
 
     async def enqueue(self, adapter: PlatformAdapter, msg: InboundMessage, key: str) -> int | None:
         """Store ``msg`` as a follow-up and queue it even when busy_mode is interrupt; the queue's length."""
+
+
+class Resubmit(Protocol):
+    """The session lanes, for a command that stores a message of its own (/retry)."""
+
+    def submit(self, adapter: PlatformAdapter, item: Accepted, notify: bool = True) -> None:
+        """Queue a message already in the inbox: its turn runs like any other message's."""
 
 
 class DetachedTurns(Protocol):

@@ -31,6 +31,7 @@ from gateway.builtin_commands import register_builtin_commands
 from gateway.bus import make_bus
 from gateway.commands import CommandRegistry
 from gateway.config import Config, Paths
+from gateway.conversation_commands import register_conversation_commands
 from gateway.delivery import Delivery, Notices
 from gateway.health import private_status, public_status
 from gateway.inbound import Inbound
@@ -38,6 +39,7 @@ from gateway.instance import Instance
 from gateway.lanes import Lanes
 from gateway.locks import CredentialLocks
 from gateway.metrics import Metrics
+from gateway.model_commands import register_model_commands
 from gateway.pairing import PairingService
 from gateway.platforms import PLATFORMS, adapter_class
 from gateway.platforms.base import (
@@ -91,7 +93,8 @@ class GatewayRunner:
         self.commands = CommandRegistry()
         self.access = AccessControl(cfg)
         self.agents = AgentFactory(cfg, paths, self._prompt_hint, self.metrics.llm_call)
-        self.sessions = SessionManager(self.store, cfg.sessions, self.agents.system_prompt)
+        self.sessions = SessionManager(self.store, cfg.sessions, self.agents.system_prompt,
+                                       carry=self.agents.settings.carry)
         self.lanes = Lanes(cfg.gateway, self.store, self.notices, self, self.instance, self.counters)
         self.approvals = ApprovalBroker(cfg.approvals, ApprovalStore(self.store), self.delivery, self.notices,
                                         self.adapters, self.access, self, self.instance, self.agents.secret_values,
@@ -103,6 +106,10 @@ class GatewayRunner:
                                self.instance, self, self.counters)
         register_builtin_commands(self.commands, self.lanes, self.sessions, self.store, self.approvals,
                                   cfg.model.name)
+        register_conversation_commands(self.commands, self.lanes, self.lanes, self.sessions, self.store,
+                                       self.approvals, self.instance)
+        register_model_commands(self.commands, self.lanes, self.sessions, self.store, self.approvals,
+                                self.agents.settings)
         register_approvals(self.approvals, self.commands, self.inbound.buttons)
         self.pairing = PairingService(self.store, self.access, self.adapters, self.delivery, self.notices, self,
                                       cfg.access.unknown_dm, self.commands)

@@ -31,7 +31,8 @@ class Store(Database):
         super().__init__(url)
         # The newest messages of recently active sessions, as each turn sends them to the model: loading
         # and decoding them from the database every turn was a fifth of the per-message CPU. Appends go
-        # through ``append_messages`` (the only writer of ``messages``), which keeps these in step.
+        # through ``append_messages`` (the only writer of ``messages``), which keeps these in step; /undo and
+        # /retry mark rows hidden and drop the session's entry (``history_changed``).
         self._history: OrderedDict[str, tuple[int, list[dict[str, Any]]]] = OrderedDict()
         self._history_loading: dict[str, bool] = {}  # session id -> an append raced its read
 
@@ -179,15 +180,42 @@ class Store(Database):
         return await self.run_read(op_first(select(sessions).where(sessions.c.id == session_id)))
 
     async def session_create(self, session_id: str, key: str, platform: str, system_prompt: str | None,
-                             parent_id: str | None = None) -> dict[str, Any]:
+                             parent_id: str | None = None, **columns: Any) -> dict[str, Any]:
+        """``columns``: the optional ones (user_id, title, model, reasoning_effort, personality)."""
         now = time.time()
         row = {
             "id": session_id, "key": key, "parent_id": parent_id, "platform": platform,
             "system_prompt": system_prompt, "created_at": now, "updated_at": now,
             "ended_at": None, "end_reason": None,
+            **{name: columns.get(name) for name in _SESSION_OPTIONAL},
         }
         await self.run_write(op_exec(insert(sessions).values(**row)))
         return row
+
+    async def session_update(self, session_id: str, **columns: Any) -> None:
+        """Set optional columns of a session (its owner, title, settings)."""
+        unknown = set(columns) - set(_SESSION_OPTIONAL)
+        if unknown:
+            raise ValueError(f"not a session setting: {sorted(unknown)}")
+        await self.run_write(op_exec(update(sessions).where(sessions.c.id == session_id).values(**columns)))
+
+    async def session_reopen(self, key: str, session_id: str, current_id: str | None) -> dict[str, Any] | None:
+        """/resume: in one transaction end ``current_id`` (reason "resumed") and make the ended session
+        ``session_id`` of ``key`` active again. None (and nothing changed) when there is no such session."""
+        now = time.time()
+        target = and_(sessions.c.id == session_id, sessions.c.key == key, sessions.c.ended_at.is_not(None))
+
+        def op(conn: Connection) -> dict[str, Any] | None:
+            if conn.execute(update(sessions).where(target)
+                            .values(ended_at=None, end_reason=None, updated_at=now)).rowcount != 1:
+                return None
+            if current_id is not None:
+                conn.execute(update(sessions).where(and_(sessions.c.id == current_id, sessions.c.ended_at.is_(None)))
+                             .values(ended_at=now, end_reason="resumed"))
+            row = conn.execute(select(sessions).where(sessions.c.id == session_id)).first()
+            return dict(row._mapping) if row else None
+
+        return await self.run_write(op)
 
     async def session_end(self, session_id: str, reason: str) -> None:
         await self.run_write(op_exec(
@@ -244,7 +272,8 @@ class Store(Database):
             first = conn.execute(select(func.min(messages.c.id)).where(own)).scalar()
             if first is None:
                 return []
-            before = (select(*columns).where(and_(messages.c.session_id == session_id, messages.c.id < first))
+            before = (select(*columns).where(and_(messages.c.session_id == session_id, messages.c.id < first,
+                                                  _VISIBLE))
                       .order_by(messages.c.id.desc()))
             if limit:
                 before = before.limit(limit)
@@ -298,6 +327,13 @@ class Store(Database):
             tail.extend(_openai_message(m) for m in msgs)
             if len(tail) > 2 * limit:  # trimmed now and then, not on every append
                 tail[:] = _from_user_message(tail[-limit:])
+
+    def history_changed(self, session_id: str) -> None:
+        """Messages of the session changed other than by ``append_messages`` (hidden by /undo, /retry): the
+        cached history goes, and a read under way is not kept."""
+        self._history.pop(session_id, None)
+        if session_id in self._history_loading:
+            self._history_loading[session_id] = True
 
     # ---- retention (gateway/retention.py) ----------------------------------------------------------
 
@@ -423,14 +459,17 @@ def _expected_params(expected: str | tuple[str, ...] | None) -> dict[str, Any]:
 _OUTBOX_INSERT = insert(outbox)
 _MESSAGES_INSERT = insert(messages)
 _SESSION_TOUCH = update(sessions).where(sessions.c.id == bindparam("b_id"))
+_SESSION_OPTIONAL = ("user_id", "title", "model", "reasoning_effort", "personality")
+# What the model sees of a session: its messages, less those /undo and /retry took out.
+_VISIBLE = messages.c.hidden_at.is_(None)
 _HISTORY = (
     select(messages.c.role, messages.c.content, messages.c.tool_calls, messages.c.tool_call_id)
-    .where(messages.c.session_id == bindparam("b_session"))
+    .where(and_(messages.c.session_id == bindparam("b_session"), _VISIBLE))
     .order_by(messages.c.id)
 )
 _HISTORY_TAIL = (
     select(messages.c.role, messages.c.content, messages.c.tool_calls, messages.c.tool_call_id)
-    .where(messages.c.session_id == bindparam("b_session"))
+    .where(and_(messages.c.session_id == bindparam("b_session"), _VISIBLE))
     .order_by(messages.c.id.desc())
     .limit(bindparam("b_limit"))
 )

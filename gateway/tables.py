@@ -38,7 +38,18 @@ sessions = Table(
     Column("updated_at", Float, nullable=False),
     Column("ended_at", Float, nullable=True),
     Column("end_reason", String(64), nullable=True),
+    # The person whose conversation it is (session/keys.py person_id: their user id on ``platform``, with
+    # its scope where there is one): set for DMs and per-user group sessions, None for a group session
+    # people share. /search looks only at its sender's own sessions.
+    Column("user_id", String(256), nullable=True),
+    Column("title", String(200), nullable=True),  # /title, or taken from the first message
+    # Per-session settings (gateway/session/settings.py); None = the config's default. A session that
+    # follows another (/new, a reset) starts with these of its parent.
+    Column("model", String(200), nullable=True),
+    Column("reasoning_effort", String(16), nullable=True),
+    Column("personality", String(64), nullable=True),
     Index("ix_sessions_key_active", "key", "ended_at"),
+    Index("ix_sessions_user", "platform", "user_id"),
 )
 
 
@@ -55,6 +66,10 @@ messages = Table(
     # The inbox row whose turn wrote it: a turn's steps are stored as they happen, and a turn recovered
     # after a crash resumes after its last stored step instead of running its tools again.
     Column("inbox_id", Integer, nullable=True),
+    # /undo and /retry take an exchange out of what the model sees; its rows stay, marked with when and
+    # by which ("undo" | "retry"). Histories and /search skip them.
+    Column("hidden_at", Float, nullable=True),
+    Column("hidden_by", String(16), nullable=True),
     Index("ix_messages_inbox", "inbox_id"),
 )
 

@@ -28,6 +28,8 @@ from gateway.lanes import Lane, Turn
 from gateway.metrics import NULL_METRICS, Metrics
 from gateway.platforms.base import Accepted, InboundMessage, OutboundMessage, PlatformAdapter, Source
 from gateway.ports import Adapters, Notifier
+from gateway.session.history import History, title_untitled
+from gateway.session.keys import session_owner
 from gateway.session.manager import SessionManager
 from gateway.store import NotExpected, Store
 
@@ -131,6 +133,7 @@ class TurnExecutor:
         self.adapters = adapters
         self.counters = counters
         self.slots = TurnSlots(cfg.gateway.max_concurrent_turns)
+        self.history = History(store)
         self.pool = ThreadPoolExecutor(max_workers=cfg.gateway.max_concurrent_turns + MAX_WAITING_TURNS,
                                        thread_name_prefix="turn")
 
@@ -221,6 +224,7 @@ class TurnExecutor:
                                                "Details are in the log; please try again.")
             return
         await self._finish(adapter, item, journal, result)
+        await title_untitled(self.history, session, item.msg.text)
 
     async def _session(self, item: Accepted, source: Source) -> dict[str, Any]:
         if item.resume_turn:
@@ -229,7 +233,8 @@ class TurnExecutor:
             if row is not None:
                 return row
             item.resume_turn = False
-        return await self.sessions.get(item.key, source.platform)
+        return await self.sessions.get(item.key, source.platform,
+                                       owner=session_owner(source, self.cfg.sessions.per_user_in_groups))
 
     def _call_agent(self, session: dict[str, Any], history: list[dict[str, Any]], content: str | None, turn: Turn,
                     journal: TurnJournal, slot: TurnSlot) -> Any:
@@ -243,8 +248,9 @@ class TurnExecutor:
         source = turn.item.msg.source
         ctx = self.agents.tool_context(turn.key, turn.interrupt, self.approvals.hook_for(turn.key, source, turn.id),
                                        source=source, turn_slot=slot)
-        return self.agents.agent.run(session["system_prompt"] or "", history, content, turn.interrupt,
-                                     TurnCallbacks(on_activity=on_activity, on_step=journal.step), ctx)
+        agent = self.agents.for_session(session)  # the session's model and reasoning effort
+        return agent.run(session["system_prompt"] or "", history, content, turn.interrupt,
+                         TurnCallbacks(on_activity=on_activity, on_step=journal.step), ctx)
 
     async def _finish(self, adapter: PlatformAdapter, item: Accepted, journal: TurnJournal, result: Any) -> None:
         status = getattr(result, "status", "ok")

@@ -35,7 +35,8 @@ def schema_diff(conn: Connection) -> list[Any]:
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
 
-    context = MigrationContext.configure(conn, opts={"compare_type": False})
+    context = MigrationContext.configure(conn, opts={"compare_type": False,
+                                                     "include_object": migrations.include_object})
     return compare_metadata(context, metadata)
 
 

@@ -330,3 +330,25 @@ async def test_every_event_is_acknowledged_at_once_while_slow_turns_run(start_sl
     assert max(waits) < 1.0, waits  # Slack allows 3 s
     assert not fake_slack.sent  # acknowledged long before any answer
     await fake_slack.wait_sent(lambda sent: len(sent) == 12, timeout=20)
+
+
+async def test_herald_help_lists_the_daily_commands_and_herald_retry_answers_in_the_chat(
+        start_slack, fake_slack, fake_llm):
+    await start_slack()
+    await fake_slack.deliver_socket("slash_commands", fake_slack.slash_command(DM, ALICE, ""))
+    [help_] = await fake_slack.wait_sent(lambda sent: len(sent) == 1)
+    assert help_.ephemeral_to == ALICE
+    for name in ("retry", "undo", "title", "sessions", "resume N", "search TEXT", "model", "personality",
+                 "reasoning"):
+        assert f"!{name}" in help_.text, name
+    fake_llm.script(Reply("first take"))
+    await say(fake_slack, DM, "a question")
+    await fake_slack.wait_sent(lambda sent: any(m.text == "first take" for m in sent))
+    fake_llm.script(Reply("second take"))
+    await fake_slack.deliver_socket("slash_commands", fake_slack.slash_command(DM, ALICE, "retry"))
+    sent = await fake_slack.wait_sent(lambda sent: any(m.text == "second take" for m in sent))
+    (answer,) = [m for m in sent if m.text == "second take"]
+    assert answer.ephemeral_to is None and answer.channel == DM
+    assert [m.text for m in sent if m.text.startswith("🔁")] and all(
+        m.ephemeral_to == ALICE for m in sent if m.text.startswith("🔁"))
+    assert [message_text(m) for m in fake_llm.requests[-1]["messages"][1:]] == ["a question"]

@@ -400,3 +400,9 @@ async def test_webhook_verifies_the_secret(start_tg, fake_tg):
         assert resp.status == 401  # no header at all
     assert await fake_tg.deliver_webhook(update) == 200
     await fake_tg.wait_sent(lambda s: any(m.text == "echo: via webhook" for m in s))
+
+
+async def test_the_daily_commands_are_in_the_telegram_menu(start_tg, fake_tg):
+    await start_tg()
+    names = {c["command"] for c in fake_tg.commands}
+    assert {"retry", "undo", "title", "sessions", "resume", "search", "model", "personality", "reasoning"} <= names

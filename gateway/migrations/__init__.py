@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -25,6 +26,15 @@ from sqlalchemy.engine import Connection
 HERE = Path(__file__).resolve().parent
 # Any constant: the key of the advisory lock that serialises upgrades on one PostgreSQL database.
 UPGRADE_LOCK = 0x4845_5241_4C44_0001
+
+
+# Made by raw DDL in a revision (gateway/session/search.py), not declared in tables.py: autogenerate must
+# not take them for leftovers (SQLite's FTS5 table and its shadow tables, PostgreSQL's expression index).
+RAW_DDL_OBJECTS = ("messages_fts", "ix_messages_fts")
+
+
+def include_object(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
+    return not (reflected and compare_to is None and name is not None and name.startswith(RAW_DDL_OBJECTS))
 
 
 def _config(conn: Connection | None = None) -> Config:

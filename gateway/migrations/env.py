@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from alembic import context
 
+from gateway.migrations import include_object
 from gateway.tables import metadata
 
 connection = context.config.attributes["connection"]
-context.configure(connection=connection, target_metadata=metadata,
+context.configure(connection=connection, target_metadata=metadata, include_object=include_object,
                   render_as_batch=connection.dialect.name == "sqlite")
 with context.begin_transaction():
     context.run_migrations()

@@ -26,3 +26,16 @@ def session_key(source: Source, per_user_in_groups: bool = True) -> str:
     if source.chat_type != "dm" and per_user_in_groups:
         parts.append("u" + encode_id(source.user_id))
     return ":".join(parts)
+
+
+def person_id(source: Source) -> str:
+    """The sender as ``sessions.user_id`` records them: their id, inside their scope (a Slack workspace)
+    where the platform has one; encoded like keys, so the two forms never meet."""
+    user = encode_id(source.user_id)
+    return f"{encode_id(source.scope)}:{user}" if source.scope else user
+
+
+def session_owner(source: Source, per_user_in_groups: bool = True) -> str | None:
+    """The person whose conversation ``source``'s session is (the sender of a DM, or of a group message
+    when each member has their own session); None when people share it."""
+    return person_id(source) if source.chat_type == "dm" or per_user_in_groups else None

@@ -1,4 +1,8 @@
-"""Session rows behind session keys, with reset policies (idle, daily, none) and lineage."""
+"""Session rows behind session keys, with reset policies (idle, daily, none) and lineage.
+
+A session that follows another (a reset, /new) points at it (``parent_id``) and starts with its settings
+(gateway/session/settings.py); /resume makes an ended session of the same key the active one again.
+"""
 
 from __future__ import annotations
 
@@ -26,37 +30,54 @@ def reset_due(cfg: SessionsConfig, last_active: float, now: float, tz: dt.tzinfo
     return None
 
 
+Carry = Callable[[dict[str, Any] | None], dict[str, Any]]
+
+
 class SessionManager:
     """Maps keys to the active session row; rows are cached so a turn costs no extra lookup."""
 
-    def __init__(self, store: Store, cfg: SessionsConfig,
-                 system_prompt: Callable[[str], str], clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: Store, cfg: SessionsConfig, system_prompt: Callable[..., str],
+                 clock: Callable[[], float] = time.time, carry: Carry | None = None) -> None:
         self.store = store
         self.cfg = cfg
-        self.system_prompt = system_prompt  # platform name -> the byte-stable prompt for a new session
+        # (platform[, personality]) -> the byte-stable prompt for a new session
+        self.system_prompt = system_prompt
         self.clock = clock
+        self.carry: Carry = carry or (lambda _parent: {})  # the settings a following session starts with
         self._cache: dict[str, dict[str, Any]] = {}
 
-    async def get(self, key: str, platform: str) -> dict[str, Any]:
+    async def get(self, key: str, platform: str, owner: str | None = None) -> dict[str, Any]:
+        """The active session of ``key`` (a new one when there is none or its reset is due). ``owner``: the
+        person whose conversation the key is (None for a session people share)."""
         row = self._cache.get(key)
         if row is None:
             row = await self.store.session_active(key)
         if row is not None:
             reason = reset_due(self.cfg, row["updated_at"], self.clock())
             if reason is None:
+                if owner and not row.get("user_id"):  # begun by /new, or before sessions had owners
+                    await self.store.session_update(row["id"], user_id=owner)
+                    row["user_id"] = owner
                 self._cache[key] = row
                 return row
             await self.store.session_end(row["id"], reason)
-            return await self._create(key, platform, parent_id=row["id"])
-        return await self._create(key, platform)
+            return await self._create(key, platform, parent=row, owner=owner)
+        return await self._create(key, platform, owner=owner)
 
-    async def reset(self, key: str, platform: str, reason: str = "new") -> dict[str, Any]:
+    async def reset(self, key: str, platform: str, reason: str = "new", **settings: Any) -> dict[str, Any]:
+        """End the active session and begin the next; ``settings`` override what it inherits."""
         row = self._cache.pop(key, None) or await self.store.session_active(key)
-        parent = None
         if row is not None:
             await self.store.session_end(row["id"], reason)
-            parent = row["id"]
-        return await self._create(key, platform, parent_id=parent)
+        return await self._create(key, platform, parent=row, owner=row.get("user_id") if row else None, **settings)
+
+    async def resume(self, key: str, session_id: str) -> dict[str, Any] | None:
+        """Make the ended session ``session_id`` of ``key`` the active one again; the active one ends."""
+        current = self._cache.pop(key, None) or await self.store.session_active(key)
+        row = await self.store.session_reopen(key, session_id, current["id"] if current else None)
+        if row is not None:
+            self._cache[key] = row
+        return row
 
     def touch(self, key: str) -> None:
         row = self._cache.get(key)
@@ -72,9 +93,12 @@ class SessionManager:
     def peek(self, key: str) -> dict[str, Any] | None:
         return self._cache.get(key)
 
-    async def _create(self, key: str, platform: str, parent_id: str | None = None) -> dict[str, Any]:
-        row = await self.store.session_create(
-            str(uuid.uuid4()), key, platform, self.system_prompt(platform), parent_id=parent_id
-        )
+    async def _create(self, key: str, platform: str, parent: dict[str, Any] | None = None, owner: str | None = None,
+                      **settings: Any) -> dict[str, Any]:
+        settings = {**self.carry(parent), **settings}
+        personality = settings.get("personality")
+        prompt = self.system_prompt(platform, personality) if personality else self.system_prompt(platform)
+        row = await self.store.session_create(str(uuid.uuid4()), key, platform, prompt,
+                                              parent_id=parent["id"] if parent else None, user_id=owner, **settings)
         self._cache[key] = row
         return row

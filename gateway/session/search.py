@@ -1,0 +1,145 @@
+"""/search: full-text search over one person's own conversations.
+
+The index follows ``messages`` by itself, whoever writes them:
+
+- SQLite: an FTS5 table ``messages_fts`` (rowid = messages.id, the message's text as plain text) kept by
+  triggers on ``messages`` — an insert of a user or assistant message whose content is a JSON string adds
+  its text, a delete (retention) removes it. The text is copied because ``messages.content`` holds JSON
+  (``"caf\\u00e9"``), which FTS5 would index escaped.
+- PostgreSQL: no copy. A partial GIN expression index on ``to_tsvector('simple', content #>> '{}')`` for
+  user and assistant messages; the query repeats that expression, so the planner can use the index.
+
+Both tokenise without stemming ('simple' / unicode61), so a word finds the same messages on either. What
+is searched: user and assistant messages (not tool results) of the sessions whose ``user_id`` is the
+sender's on that platform, skipping those /undo or /retry took out. Shared group sessions belong to nobody
+and are never searched.
+
+``create_search_index`` is the DDL SQLAlchemy's table declarations cannot express; migration 0003 runs it
+(it is idempotent: ``IF NOT EXISTS``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+MAX_RESULTS = 10
+_WORD = re.compile(r"\w+")
+
+# The PostgreSQL expression, written identically in the index and the query (or the index is not used).
+_PG_DOC = "to_tsvector('simple', m.content #>> '{}')"
+
+_SQLITE_DDL = [
+    "CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(body)",
+    # CASE, not AND: SQLite does not promise to stop at json_valid, and json_type of bad JSON is an error
+    # that would fail the message's insert.
+    """CREATE TRIGGER IF NOT EXISTS messages_fts_insert AFTER INSERT ON messages
+       WHEN new.role IN ('user', 'assistant')
+            AND CASE WHEN json_valid(new.content) THEN json_type(new.content) = 'text' ELSE 0 END
+       BEGIN INSERT INTO messages_fts(rowid, body) VALUES (new.id, json_extract(new.content, '$')); END""",
+    """CREATE TRIGGER IF NOT EXISTS messages_fts_delete AFTER DELETE ON messages
+       BEGIN DELETE FROM messages_fts WHERE rowid = old.id; END""",
+]
+_SQLITE_BACKFILL = """INSERT INTO messages_fts(rowid, body)
+    SELECT id, json_extract(content, '$') FROM messages
+    WHERE role IN ('user', 'assistant')
+      AND CASE WHEN json_valid(content) THEN json_type(content) = 'text' ELSE 0 END"""
+
+_PG_DDL = [
+    "CREATE INDEX IF NOT EXISTS ix_messages_fts ON messages USING GIN "
+    "((to_tsvector('simple', content #>> '{}'))) WHERE role IN ('user', 'assistant')",
+]
+
+# Declared in tables.py too; created here because the column came in the same revision.
+_COMMON_DDL = ["CREATE INDEX IF NOT EXISTS ix_sessions_user ON sessions (platform, user_id)"]
+
+
+def create_search_index(conn: Connection) -> None:
+    """Create the full-text index of ``messages`` if it is missing (filled from the messages already there)."""
+    if conn.dialect.name == "sqlite":
+        fresh = conn.exec_driver_sql(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'messages_fts'").first() is None
+        for ddl in _SQLITE_DDL:
+            conn.exec_driver_sql(ddl)
+        if fresh:
+            conn.exec_driver_sql(_SQLITE_BACKFILL)
+    elif conn.dialect.name == "postgresql":
+        for ddl in _PG_DDL:
+            conn.exec_driver_sql(ddl)
+    for ddl in _COMMON_DDL:
+        conn.exec_driver_sql(ddl)
+
+
+def query_words(query: str) -> list[str]:
+    """The words of what the person typed; every one must occur (no operators: nothing to get wrong)."""
+    return _WORD.findall(query)[:16]
+
+
+@dataclass
+class Hit:
+    role: str
+    text: str
+    created_at: float
+    session_id: str
+    session_title: str | None
+    session_created_at: float
+
+
+def search(conn: Connection, platform: str, user_id: str, words: list[str], limit: int = MAX_RESULTS) -> list[Hit]:
+    """The newest messages of ``user_id``'s own sessions on ``platform`` that contain every word."""
+    if not words:
+        return []
+    params: dict[str, Any] = {"platform": platform, "user": user_id, "limit": limit}
+    columns = ("m.role, m.content, m.created_at, s.id AS session_id, s.title, "
+               "s.created_at AS session_created_at")
+    mine = "s.platform = :platform AND s.user_id = :user AND m.hidden_at IS NULL"
+    if conn.dialect.name == "sqlite":
+        # Each word a quoted FTS5 string: whatever it holds, it is a term, never query syntax.
+        params["q"] = " ".join('"' + w.replace('"', '""') + '"' for w in words)
+        sql = (f"SELECT {columns} FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid "
+               f"JOIN sessions s ON s.id = m.session_id WHERE messages_fts MATCH :q AND {mine} "
+               "ORDER BY m.id DESC LIMIT :limit")
+    else:
+        params["q"] = " ".join(words)
+        sql = (f"SELECT {columns} FROM messages m JOIN sessions s ON s.id = m.session_id "
+               f"WHERE m.role IN ('user', 'assistant') AND {_PG_DOC} @@ plainto_tsquery('simple', :q) "
+               f"AND {mine} ORDER BY m.id DESC LIMIT :limit")
+    rows = conn.execute(text(sql), params).mappings().all()
+    return [Hit(r["role"], _as_text(r["content"]), float(r["created_at"]), r["session_id"], r["title"],
+                float(r["session_created_at"])) for r in rows]
+
+
+def _as_text(content: Any) -> str:
+    if isinstance(content, str):
+        try:  # raw SQL hands back the stored JSON text, not the decoded value
+            value = json.loads(content)
+        except ValueError:
+            return content
+        return value if isinstance(value, str) else content
+    return str(content or "")
+
+
+_MARKDOWN = re.compile(r"([\\`*_\[\]<>~|#])")
+
+
+def snippet(text_: str, words: list[str], width: int = 110) -> str:
+    """A short piece of ``text_`` around the first word found, on one line, markdown neutralised."""
+    flat = " ".join(text_.split())
+    lowered = flat.lower()
+    at = min((i for i in (lowered.find(w.lower()) for w in words) if i >= 0), default=0)
+    start = max(0, at - width // 3)
+    if start:
+        space = flat.find(" ", start)
+        start = space + 1 if 0 <= space < at else start
+    piece = flat[start:start + width]
+    if start + width < len(flat):
+        cut = piece.rfind(" ")
+        piece = (piece[:cut] if cut > width // 2 else piece) + "…"
+    if start:
+        piece = "…" + piece
+    return _MARKDOWN.sub(r"\\\1", piece)

@@ -40,6 +40,15 @@ class FallbackModel(_Model):
     api_key_env: str | None = None
 
 
+class ModelPrice(_Model):
+    """What a model costs, per million tokens (in the provider's currency, shown as $ by /usage)."""
+
+    input_per_million: float = Field(ge=0)
+    output_per_million: float = Field(ge=0)
+    # Prompt tokens served from the provider's prompt cache; None = charged as input_per_million.
+    cached_input_per_million: float | None = Field(default=None, ge=0)
+
+
 class ModelConfig(_Model):
     base_url: str | None = None
     name: str | None = None
@@ -50,6 +59,8 @@ class ModelConfig(_Model):
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1)
     fallbacks: list[FallbackModel] = Field(default_factory=list)
+    # Per model name (as in name / fallbacks / a cron job's model): the estimated cost /usage shows.
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
 
     @property
     def configured(self) -> bool:
@@ -72,6 +83,9 @@ class GatewayConfig(_Model):
     max_concurrent_turns: int = Field(default=16, ge=1, le=512)
     turn_timeout_seconds: float = Field(default=900.0, gt=0)
     drain_seconds: float = Field(default=30.0, ge=0)
+    # Tokens (in + out) one user may spend per day (local midnight to midnight); None = no limit. Cron runs
+    # are nobody's.
+    daily_token_budget: int | None = Field(default=None, ge=1)
 
 
 class ResetConfig(_Model):

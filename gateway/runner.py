@@ -53,6 +53,7 @@ from gateway.store import Store
 from gateway.supervisor import Supervisor
 from gateway.systemd import SystemdNotifier
 from gateway.turns import TurnExecutor
+from gateway.usage import UsageLedger, register_usage_command
 
 log = structlog.get_logger("herald.runner")
 
@@ -89,18 +90,22 @@ class GatewayRunner:
         self.access = AccessControl(cfg)
         self.agents = AgentFactory(cfg, paths, self._prompt_hint, self.metrics.llm_call)
         self.sessions = SessionManager(self.store, cfg.sessions, self.agents.system_prompt)
+        self.usage = UsageLedger(self.store, cfg.model.prices, cfg.gateway.daily_token_budget)
         self.lanes = Lanes(cfg.gateway, self.store, self.notices, self, self.instance, self.counters)
         self.approvals = ApprovalBroker(cfg.approvals, ApprovalStore(self.store), self.delivery, self.notices,
                                         self.adapters, self.access, self, self.instance, self.agents.secret_values,
                                         metrics=self.metrics)
         self.turns = TurnExecutor(cfg, self.store, self.sessions, self.delivery, self.notices, self.agents,
-                                  self.approvals, self.adapters, self.counters, metrics=self.metrics)
+                                  self.approvals, self.adapters, self.counters, metrics=self.metrics,
+                                  usage=self.usage)
         self.lanes.run_turn = self.turns.run
         self.inbound = Inbound(cfg, self.store, self.access, self.commands, self.lanes, self.delivery, self.notices,
                                self.instance, self, self.counters)
         register_builtin_commands(self.commands, self.lanes, self.sessions, self.store, self.approvals,
                                   cfg.model.name)
         register_approvals(self.approvals, self.commands, self.inbound.buttons)
+        register_usage_command(self.commands, self.usage, self.store,
+                               lambda key: _active(self.sessions, self.store, key))
         self.pairing = PairingService(self.store, self.access, self.adapters, self.delivery, self.notices, self,
                                       cfg.access.unknown_dm, self.commands)
         self.inbound.on_denied = self.pairing.denied
@@ -296,3 +301,7 @@ class GatewayRunner:
         states = {name: status(a) for name, a in self.adapters.items()}
         ready = not self._stopping and all(a.state == "connected" for a in self.adapters.values())
         return ready, states
+
+
+async def _active(sessions: SessionManager, store: Store, key: str) -> dict[str, Any] | None:
+    return sessions.peek(key) or await store.session_active(key)

@@ -46,6 +46,26 @@ sessions = Table(
 )
 
 
+# Token usage, one row per turn and model (gateway/usage.py): /usage and gateway.daily_token_budget.
+usage = Table(
+    "usage",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("session_id", String(36), nullable=True, index=True),
+    Column("inbox_id", Integer, nullable=True),
+    Column("platform", String(32), nullable=False),
+    Column("user_id", String(256), nullable=True),  # None: nobody's (a cron run)
+    Column("model", String(200), nullable=False),
+    Column("prompt_tokens", Integer, nullable=False),
+    Column("completion_tokens", Integer, nullable=False),
+    Column("cached_tokens", Integer, nullable=False),
+    Column("calls", Integer, nullable=False),
+    Column("estimated", Boolean, nullable=False),  # the API reported no usage: counted from an estimate
+    Column("created_at", Float, nullable=False),
+    Index("ix_usage_user_day", "platform", "user_id", "created_at"),
+)
+
+
 messages = Table(
     "messages",
     metadata,

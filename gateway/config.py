@@ -75,6 +75,8 @@ class AgentConfig(_Model):
     # How much of a session's past each turn sends to the model: the newest this many messages (cut at a
     # user message, so tool calls keep their results). 0 = the whole session.
     max_history_messages: int = Field(default=200, ge=0)
+    # The per-user memory the agent keeps with its memory tool, in characters; 0 = no memory.
+    memory_max_chars: int = Field(default=2000, ge=0, le=100_000)
 
 
 class GatewayConfig(_Model):

@@ -36,6 +36,7 @@ from gateway.inbound import Inbound
 from gateway.instance import Instance
 from gateway.lanes import Lanes
 from gateway.locks import CredentialLocks
+from gateway.memory import MemoryBook, register_memory_commands
 from gateway.metrics import Metrics
 from gateway.pairing import PairingService
 from gateway.platforms import PLATFORMS, adapter_class
@@ -89,7 +90,10 @@ class GatewayRunner:
         self.commands = CommandRegistry()
         self.access = AccessControl(cfg)
         self.agents = AgentFactory(cfg, paths, self._prompt_hint, self.metrics.llm_call)
-        self.sessions = SessionManager(self.store, cfg.sessions, self.agents.system_prompt)
+        self.memory = MemoryBook(self.store, self, cfg.agent.memory_max_chars, cfg.sessions.per_user_in_groups)
+        self.agents.tool_extras["memory_api"] = self.memory
+        self.sessions = SessionManager(self.store, cfg.sessions, self.agents.system_prompt,
+                                       prompt_addendum=self.memory.snapshot)
         self.usage = UsageLedger(self.store, cfg.model.prices, cfg.gateway.daily_token_budget)
         self.lanes = Lanes(cfg.gateway, self.store, self.notices, self, self.instance, self.counters)
         self.approvals = ApprovalBroker(cfg.approvals, ApprovalStore(self.store), self.delivery, self.notices,
@@ -104,6 +108,7 @@ class GatewayRunner:
         register_builtin_commands(self.commands, self.lanes, self.sessions, self.store, self.approvals,
                                   cfg.model.name)
         register_approvals(self.approvals, self.commands, self.inbound.buttons)
+        register_memory_commands(self.commands, self.memory)
         register_usage_command(self.commands, self.usage, self.store,
                                lambda key: _active(self.sessions, self.store, key))
         self.pairing = PairingService(self.store, self.access, self.adapters, self.delivery, self.notices, self,

@@ -66,6 +66,18 @@ usage = Table(
 )
 
 
+# What the agent remembers about a user across sessions (gateway/memory.py), per platform and user.
+memories = Table(
+    "memories",
+    metadata,
+    Column("platform", String(32), primary_key=True),
+    Column("user_id", String(256), primary_key=True),
+    Column("entries", JSON, nullable=False),  # a list of strings, oldest first
+    Column("version", Integer, nullable=False),  # each change is conditional on the version it read
+    Column("updated_at", Float, nullable=False),
+)
+
+
 messages = Table(
     "messages",
     metadata,

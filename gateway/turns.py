@@ -248,7 +248,7 @@ class TurnExecutor:
             if row is not None:
                 return row
             item.resume_turn = False
-        return await self.sessions.get(item.key, source.platform)
+        return await self.sessions.get(item.key, source.platform, source)
 
     def _call_agent(self, session: dict[str, Any], history: list[dict[str, Any]], content: str | None, turn: Turn,
                     journal: TurnJournal, slot: TurnSlot, meter: UsageMeter) -> Any:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import datetime as dt
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gateway.config import SessionsConfig
+from gateway.platforms.base import Source
 from gateway.store import Store
 
 
@@ -30,14 +31,17 @@ class SessionManager:
     """Maps keys to the active session row; rows are cached so a turn costs no extra lookup."""
 
     def __init__(self, store: Store, cfg: SessionsConfig,
-                 system_prompt: Callable[[str], str], clock: Callable[[], float] = time.time) -> None:
+                 system_prompt: Callable[[str], str], clock: Callable[[], float] = time.time,
+                 prompt_addendum: Callable[[Source | None], Awaitable[str | None]] | None = None) -> None:
         self.store = store
         self.cfg = cfg
         self.system_prompt = system_prompt  # platform name -> the byte-stable prompt for a new session
         self.clock = clock
+        # The sender of the message that starts a session -> what its prompt adds (their memory, taken now).
+        self.prompt_addendum = prompt_addendum
         self._cache: dict[str, dict[str, Any]] = {}
 
-    async def get(self, key: str, platform: str) -> dict[str, Any]:
+    async def get(self, key: str, platform: str, source: Source | None = None) -> dict[str, Any]:
         row = self._cache.get(key)
         if row is None:
             row = await self.store.session_active(key)
@@ -47,16 +51,17 @@ class SessionManager:
                 self._cache[key] = row
                 return row
             await self.store.session_end(row["id"], reason)
-            return await self._create(key, platform, parent_id=row["id"])
-        return await self._create(key, platform)
+            return await self._create(key, platform, parent_id=row["id"], source=source)
+        return await self._create(key, platform, source=source)
 
-    async def reset(self, key: str, platform: str, reason: str = "new") -> dict[str, Any]:
+    async def reset(self, key: str, platform: str, reason: str = "new", source: Source | None = None
+                    ) -> dict[str, Any]:
         row = self._cache.pop(key, None) or await self.store.session_active(key)
         parent = None
         if row is not None:
             await self.store.session_end(row["id"], reason)
             parent = row["id"]
-        return await self._create(key, platform, parent_id=parent)
+        return await self._create(key, platform, parent_id=parent, source=source)
 
     def touch(self, key: str) -> None:
         row = self._cache.get(key)
@@ -66,9 +71,13 @@ class SessionManager:
     def peek(self, key: str) -> dict[str, Any] | None:
         return self._cache.get(key)
 
-    async def _create(self, key: str, platform: str, parent_id: str | None = None) -> dict[str, Any]:
-        row = await self.store.session_create(
-            str(uuid.uuid4()), key, platform, self.system_prompt(platform), parent_id=parent_id
-        )
+    async def _create(self, key: str, platform: str, parent_id: str | None = None,
+                      source: Source | None = None) -> dict[str, Any]:
+        prompt = self.system_prompt(platform)
+        if self.prompt_addendum is not None:
+            extra = await self.prompt_addendum(source)
+            if extra:
+                prompt = f"{prompt}\n\n{extra}"
+        row = await self.store.session_create(str(uuid.uuid4()), key, platform, prompt, parent_id=parent_id)
         self._cache[key] = row
         return row

@@ -59,6 +59,9 @@ class ModelConfig(_Model):
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1)
     fallbacks: list[FallbackModel] = Field(default_factory=list)
+    # The model's context size in tokens; None = the endpoint's figure where its /models gives one. Without
+    # either, a history is compressed only when the endpoint refuses it for length.
+    context_window: int | None = Field(default=None, ge=1024)
     # Per model name (as in name / fallbacks / a cron job's model): the estimated cost /usage shows.
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
 
@@ -75,6 +78,9 @@ class AgentConfig(_Model):
     # How much of a session's past each turn sends to the model: the newest this many messages (cut at a
     # user message, so tool calls keep their results). 0 = the whole session.
     max_history_messages: int = Field(default=200, ge=0)
+    # Compress the history (summarise its older part) once a request would fill this share of the context
+    # window (model.context_window, or the endpoint's figure).
+    compression_threshold: float = Field(default=0.8, gt=0, le=1)
     # The per-user memory the agent keeps with its memory tool, in characters; 0 = no memory.
     memory_max_chars: int = Field(default=2000, ge=0, le=100_000)
 

@@ -29,6 +29,7 @@ from gateway.approvals.commands import register_approvals
 from gateway.approvals.store import ApprovalStore
 from gateway.builtin_commands import register_builtin_commands
 from gateway.commands import CommandRegistry
+from gateway.compression import Compressor, register_compress_command
 from gateway.config import Config, Paths
 from gateway.delivery import Delivery, Notices
 from gateway.health import private_status, public_status
@@ -95,19 +96,21 @@ class GatewayRunner:
         self.sessions = SessionManager(self.store, cfg.sessions, self.agents.system_prompt,
                                        prompt_addendum=self.memory.snapshot)
         self.usage = UsageLedger(self.store, cfg.model.prices, cfg.gateway.daily_token_budget)
+        self.compression = Compressor(cfg, self.store, self.sessions, lambda: self.agents.agent, self.usage)
         self.lanes = Lanes(cfg.gateway, self.store, self.notices, self, self.instance, self.counters)
         self.approvals = ApprovalBroker(cfg.approvals, ApprovalStore(self.store), self.delivery, self.notices,
                                         self.adapters, self.access, self, self.instance, self.agents.secret_values,
                                         metrics=self.metrics)
         self.turns = TurnExecutor(cfg, self.store, self.sessions, self.delivery, self.notices, self.agents,
                                   self.approvals, self.adapters, self.counters, metrics=self.metrics,
-                                  usage=self.usage)
+                                  compression=self.compression, usage=self.usage)
         self.lanes.run_turn = self.turns.run
         self.inbound = Inbound(cfg, self.store, self.access, self.commands, self.lanes, self.delivery, self.notices,
                                self.instance, self, self.counters)
         register_builtin_commands(self.commands, self.lanes, self.sessions, self.store, self.approvals,
                                   cfg.model.name)
         register_approvals(self.approvals, self.commands, self.inbound.buttons)
+        register_compress_command(self.commands, self.compression)
         register_memory_commands(self.commands, self.memory)
         register_usage_command(self.commands, self.usage, self.store,
                                lambda key: _active(self.sessions, self.store, key))

@@ -42,6 +42,9 @@ sessions = Table(
     Column("updated_at", Float, nullable=False),
     Column("ended_at", Float, nullable=True),
     Column("end_reason", String(64), nullable=True),
+    # A session that continues a compressed one (its parent ended "compressed"): the summary of what came
+    # before, sent ahead of its messages (gateway/compression.py). The parent keeps every message.
+    Column("summary", Text, nullable=True),
     Index("ix_sessions_key_active", "key", "ended_at"),
 )
 

@@ -22,6 +22,7 @@ import structlog
 
 from agent_core.usage import UsageMeter
 from gateway.agents import AgentFactory
+from gateway.compression import Compressor
 from gateway.config import Config
 from gateway.delivery import Delivery
 from gateway.journal import TurnJournal
@@ -121,7 +122,8 @@ class TurnSlot:
 class TurnExecutor:
     def __init__(self, cfg: Config, store: Store, sessions: SessionManager, delivery: Delivery, notifier: Notifier,
                  agents: AgentFactory, approvals: Any, adapters: Adapters, counters: dict[str, int], *,
-                 metrics: Metrics | None = None, usage: UsageLedger | None = None) -> None:
+                 metrics: Metrics | None = None, compression: Compressor | None = None,
+                 usage: UsageLedger | None = None) -> None:
         self.cfg = cfg
         self.metrics = metrics or NULL_METRICS
         self.store = store
@@ -132,6 +134,7 @@ class TurnExecutor:
         self.approvals = approvals  # .hook_for(key, source, turn_id)
         self.adapters = adapters
         self.counters = counters
+        self.compression = compression  # gateway/compression.py: the history summarised when it nears the window
         self.usage = usage  # gateway/usage.py: token usage per turn, the daily budget
         self.slots = TurnSlots(cfg.gateway.max_concurrent_turns)
         self.pool = ThreadPoolExecutor(max_workers=cfg.gateway.max_concurrent_turns + MAX_WAITING_TURNS,
@@ -159,7 +162,11 @@ class TurnExecutor:
                 if await self.store.inbox_set(item.inbox_id, "replied", reply=refusal, expected="pending"):
                     await self.deliver_reply(adapter, item, refusal)
                 return
-            await self._run_agent(lane, item, adapter, turn_id)
+            if self.compression is None:
+                await self._run_agent(lane, item, adapter, turn_id)
+                return
+            async with self.compression.hold(lane.key):  # /compress never runs under a turn
+                await self._run_agent(lane, item, adapter, turn_id)
         except NotExpected as exc:
             log.info("turn_taken_elsewhere", error=str(exc))
         finally:
@@ -182,6 +189,8 @@ class TurnExecutor:
                 item.resume_turn = bool(history)
             if not item.resume_turn:
                 history = await self.store.session_history(session["id"], limit)
+            if self.compression is not None:
+                history = self.compression.with_summary(session, history)
             user_msg = None if item.resume_turn else {"role": "user", "content": user_content(item.msg)}
             journal = TurnJournal(self.store, loop, session["id"], item.inbox_id, user_msg)
             acquiring = asyncio.ensure_future(slot.acquire())
@@ -262,9 +271,13 @@ class TurnExecutor:
         source = turn.item.msg.source
         ctx = self.agents.tool_context(turn.key, turn.interrupt, self.approvals.hook_for(turn.key, source, turn.id),
                                        source=source, turn_slot=slot)
+        compact = None
+        if self.compression is not None:
+            compact = self.compression.for_turn(turn.key, session, journal, journal.loop, turn.interrupt, meter,
+                                                on_activity)
         return self.agents.agent.run(session["system_prompt"] or "", history, content, turn.interrupt,
-                                     TurnCallbacks(on_activity=on_activity, on_step=journal.step, usage=meter),
-                                     ctx)
+                                     TurnCallbacks(on_activity=on_activity, on_step=journal.step, usage=meter,
+                                                   compact=compact), ctx)
 
     async def _finish(self, adapter: PlatformAdapter, item: Accepted, journal: TurnJournal, result: Any) -> None:
         status = getattr(result, "status", "ok")

@@ -63,6 +63,10 @@ class SessionManager:
             parent = row["id"]
         return await self._create(key, platform, parent_id=parent, source=source)
 
+    def activate(self, key: str, row: dict[str, Any]) -> None:
+        """``row`` is the key's active session now (a compressed session's successor)."""
+        self._cache[key] = row
+
     def touch(self, key: str) -> None:
         row = self._cache.get(key)
         if row is not None:

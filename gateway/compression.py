@@ -226,11 +226,11 @@ class TurnCompaction:
     def __call__(self, msgs: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                  overflow: LLMError | None) -> list[dict[str, Any]] | None:
         agent = self.owner._agent()
-        if agent is None:
+        if agent is None or (overflow is None and self.early_done):
             return None
         estimate = estimate_request(msgs, tools)
         if overflow is None:
-            if self.early_done or (estimate < SMALL_REQUEST and not self.owner.cfg.model.context_window):
+            if estimate < SMALL_REQUEST and not self.owner.cfg.model.context_window:
                 return None  # a short history is not worth asking the endpoint for its window
             window = self.owner.window(agent.llm)
             if window is None or estimate < self.owner.cfg.agent.compression_threshold * window:

@@ -55,16 +55,24 @@ KEEP_SHARE = 0.3
 # Below this estimate a request is not worth checking (and the endpoint is not asked for its window).
 SMALL_REQUEST = 2000
 COMMIT_TIMEOUT = 60.0
+# /compress waits this long for a turn that has finished computing to store and deliver its answer.
+SETTLE_WAIT = 30.0
+BUSY = "A turn is running; send the command again once it has answered."
+
+
+class SessionBusy(Exception):
+    """The session's lock was not free in time."""
 
 
 class Compressor:
     def __init__(self, cfg: Config, store: Store, sessions: SessionManager, agent: Callable[[], Any],
-                 ledger: UsageLedger) -> None:
+                 ledger: UsageLedger, computing: Callable[[str], bool]) -> None:
         self.cfg = cfg
         self.store = store
         self.sessions = sessions
         self._agent = agent  # the primary agent (its LLM client summarises), or None without a model
         self.ledger = ledger
+        self._computing = computing  # session key -> a turn of it is running (not just storing its answer)
         self._locks: dict[str, asyncio.Lock] = {}
         self._holders: dict[str, int] = {}
         self._learned: int | None = None  # a window an endpoint named in a context-length error
@@ -74,21 +82,24 @@ class Compressor:
     # ---- the per-session lock --------------------------------------------------------------------
 
     @asynccontextmanager
-    async def hold(self, key: str) -> AsyncIterator[None]:
+    async def hold(self, key: str, timeout: float | None = None) -> AsyncIterator[None]:
+        """The session's lock, for a whole turn or a compression; SessionBusy when not free in ``timeout``."""
         lock = self._locks.setdefault(key, asyncio.Lock())
         self._holders[key] = self._holders.get(key, 0) + 1
         try:
-            async with lock:
+            try:
+                await asyncio.wait_for(lock.acquire(), timeout)
+            except TimeoutError:
+                raise SessionBusy(key) from None
+            try:
                 yield
+            finally:
+                lock.release()
         finally:
             self._holders[key] -= 1
             if not self._holders[key]:
                 del self._holders[key]
                 self._locks.pop(key, None)
-
-    def busy(self, key: str) -> bool:
-        lock = self._locks.get(key)
-        return lock is not None and lock.locked()
 
     # ---- what a turn sends ------------------------------------------------------------------------
 
@@ -167,37 +178,45 @@ class Compressor:
         notice = await self.ledger.budget_notice(source)
         if notice:
             return notice
-        if self.busy(key):
-            return "A turn is running; send the command again once it has answered."
-        async with self.hold(key):
-            session = self.sessions.peek(key) or await self.store.session_active(key)
-            if session is None:
-                return "There is no conversation to compress yet."
-            history = self.with_summary(session, await self.store.session_history(
-                session["id"], self.cfg.agent.max_history_messages))
-            previous, body = _split_summary(history)
-            before = estimate_request(history)
-            window = self.cfg.model.context_window or self._learned or self._provider
-            keep = before // 4 if window is None else min(before // 4, int(window * KEEP_SHARE))
-            older, recent = split_history(body, keep)
-            if not older:
-                return "There is nothing to compress yet: the conversation is only its latest exchange."
-            meter = UsageMeter()
-            try:
-                summary = await asyncio.to_thread(summarise, agent.llm, older, previous=previous, window=window,
-                                                  interrupt=threading.Event(), usage=meter)
-            except LLMError as exc:
-                log.warning("compression_failed", kind=exc.kind, error=str(exc))
-                return f"I could not compress the conversation: {exc.user_message()}"
-            finally:
-                await self.ledger.record(meter, session_id=session["id"], inbox_id=None, platform=source.platform,
-                                         user_id=source.user_id)
-            row = await self.commit(key, session, summary, recent, len(recent), None)
-            if row is None:
-                return "The conversation ended meanwhile; nothing was compressed."
-            after = estimate_request([summary_message(summary), *recent])
-            return (f"🗜 Compressed this conversation: {len(older)} earlier message(s) are now a summary "
-                    f"(about {before:,} → {after:,} tokens). The full history stays stored.")
+        if self._computing(key):
+            return BUSY
+        try:
+            # A turn that has computed its answer holds the session until the answer is stored and sent:
+            # someone who sends /compress on seeing it waits that moment out, not a whole turn.
+            async with self.hold(key, SETTLE_WAIT):
+                return await self._compress_held(key, source, agent)
+        except SessionBusy:
+            return BUSY
+
+    async def _compress_held(self, key: str, source: Any, agent: Any) -> str:
+        session = self.sessions.peek(key) or await self.store.session_active(key)
+        if session is None:
+            return "There is no conversation to compress yet."
+        history = self.with_summary(session, await self.store.session_history(
+            session["id"], self.cfg.agent.max_history_messages))
+        previous, body = _split_summary(history)
+        before = estimate_request(history)
+        window = self.cfg.model.context_window or self._learned or self._provider
+        keep = before // 4 if window is None else min(before // 4, int(window * KEEP_SHARE))
+        older, recent = split_history(body, keep)
+        if not older:
+            return "There is nothing to compress yet: the conversation is only its latest exchange."
+        meter = UsageMeter()
+        try:
+            summary = await asyncio.to_thread(summarise, agent.llm, older, previous=previous, window=window,
+                                              interrupt=threading.Event(), usage=meter)
+        except LLMError as exc:
+            log.warning("compression_failed", kind=exc.kind, error=str(exc))
+            return f"I could not compress the conversation: {exc.user_message()}"
+        finally:
+            await self.ledger.record(meter, session_id=session["id"], inbox_id=None, platform=source.platform,
+                                     user_id=source.user_id)
+        row = await self.commit(key, session, summary, recent, len(recent), None)
+        if row is None:
+            return "The conversation ended meanwhile; nothing was compressed."
+        after = estimate_request([summary_message(summary), *recent])
+        return (f"🗜 Compressed this conversation: {len(older)} earlier message(s) are now a summary "
+                f"(about {before:,} → {after:,} tokens). The full history stays stored.")
 
 
 def _split_summary(history: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:

@@ -96,8 +96,9 @@ class GatewayRunner:
         self.sessions = SessionManager(self.store, cfg.sessions, self.agents.system_prompt,
                                        prompt_addendum=self.memory.snapshot)
         self.usage = UsageLedger(self.store, cfg.model.prices, cfg.gateway.daily_token_budget)
-        self.compression = Compressor(cfg, self.store, self.sessions, lambda: self.agents.agent, self.usage)
         self.lanes = Lanes(cfg.gateway, self.store, self.notices, self, self.instance, self.counters)
+        self.compression = Compressor(cfg, self.store, self.sessions, lambda: self.agents.agent, self.usage,
+                                      lambda key: self.lanes.busy(key) is not None)
         self.approvals = ApprovalBroker(cfg.approvals, ApprovalStore(self.store), self.delivery, self.notices,
                                         self.adapters, self.access, self, self.instance, self.agents.secret_values,
                                         metrics=self.metrics)

@@ -183,6 +183,32 @@ async def test_compress_on_demand(make_runner, fake_llm, db_url):
     assert chain[2]["parent_id"] == chain[1]["id"]
 
 
+async def test_compress_sent_on_seeing_the_answer_waits_for_it_to_be_stored(make_runner, fake_llm):
+    runner, qa = await make_runner()
+    asked = summarising(fake_llm)
+    for n in range(1, 4):
+        await say(qa, f"message {n} {BIG}", n)
+    finish = runner.store.outbox_finish
+
+    async def slow_finish(*args: Any, **kwargs: Any) -> None:
+        await asyncio.sleep(0.5)  # the answer is out; its turn still holds the session while this is stored
+        await finish(*args, **kwargs)
+
+    runner.store.outbox_finish = slow_finish
+    await qa.say("message 4")
+    await qa.wait_for(lambda t: "echo: message 4" in t)
+    await qa.say("/compress")
+    texts = await qa.wait_for(lambda t: len(t) == 5)
+    assert "Compressed" in texts[-1] and len(asked) == 1
+    # While a turn computes, /compress says so and changes nothing.
+    runner.store.outbox_finish = finish
+    await qa.say("slow [sleep=1]")
+    await asyncio.sleep(0.3)
+    await qa.say("/compress")
+    texts = await qa.wait_for(lambda t: len(t) == 7)
+    assert "A turn is running" in texts[5] and texts[6] == "echo: slow [sleep=1]" and len(asked) == 1
+
+
 async def test_compress_with_nothing_older_changes_nothing(make_runner, fake_llm):
     runner, qa = await make_runner()
     await qa.say("/compress")

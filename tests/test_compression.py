@@ -56,6 +56,14 @@ async def sessions_of(runner: Any, key: str) -> list[dict[str, Any]]:
 KEY = "qa:dm:c1"
 
 
+async def until(condition: Any, timeout: float = 10.0) -> None:
+    for _ in range(int(timeout / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the condition never held")
+
+
 async def test_a_history_over_the_budget_is_compressed_once_and_the_turn_goes_on(make_runner, fake_llm):
     runner, qa = await make_runner({"model": {"context_window": 8000}})
     asked = summarising(fake_llm)
@@ -203,7 +211,7 @@ async def test_compress_sent_on_seeing_the_answer_waits_for_it_to_be_stored(make
     # While a turn computes, /compress says so and changes nothing.
     runner.store.outbox_finish = finish
     await qa.say("slow [sleep=1]")
-    await asyncio.sleep(0.3)
+    await until(lambda: any(r["messages"][-1]["content"] == "slow [sleep=1]" for r in fake_llm.requests))
     await qa.say("/compress")
     texts = await qa.wait_for(lambda t: len(t) == 7)
     assert "A turn is running" in texts[5] and texts[6] == "echo: slow [sleep=1]" and len(asked) == 1
@@ -231,7 +239,7 @@ async def test_a_message_sent_during_compress_waits_for_it(make_runner, fake_llm
 
     fake_llm.responder = slow_summary
     await qa.say("/compress")
-    await asyncio.sleep(0.1)
+    await until(lambda: any(is_summary_request(r) for r in fake_llm.requests))  # /compress holds the session
     await say(qa, "during", 4)
     _old, new = await sessions_of(runner, KEY)
     # The message's turn ran after the switch: in the new session, from the summary.

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from agent_core.errors import LLMError
 from agent_core.jsonrepair import repair_json
 from agent_core.llm import LLMClient
+from agent_core.usage import UsageMeter
 from tools.registry import ToolContext, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -44,11 +45,21 @@ class StepRefused(Exception):
     """Raised by ``on_step`` when the turn may not go on (it was stopped, or its steps can't be stored)."""
 
 
+Compactor = Callable[[list[dict[str, Any]], list[dict[str, Any]] | None, LLMError | None],
+                     list[dict[str, Any]] | None]
+
+
 @dataclass
 class TurnCallbacks:
     on_activity: Callable[[str], None] = field(default=_noop)
     # Messages of the turn as they become final (not the closing answer, which is in the result).
     on_step: Callable[[list[dict[str, Any]]], None] = field(default=_no_steps)
+    # Every model call's token usage (agent_core/usage.py); None: not counted.
+    usage: UsageMeter | None = None
+    # Context compression: called before each model call with ``(messages, tools, None)`` and once more when
+    # a call fails for context length with the error; returns the messages to go on with (system prompt
+    # first, the older part summarised) or None to go on unchanged. May raise StepRefused.
+    compact: Compactor | None = None
 
 
 def unanswered_calls(messages: list[dict[str, Any]]) -> list[str]:
@@ -131,9 +142,17 @@ class Agent:
                 except StepRefused:
                     return interrupted()
 
+        overflow_retried = False
         while True:
             if interrupt.is_set():
                 return interrupted()
+            if callbacks.compact is not None:
+                try:
+                    shorter = callbacks.compact(messages, tools, None)
+                except StepRefused:
+                    return interrupted()
+                if shorter is not None:
+                    messages[:] = shorter
             grace = iterations >= self.max_iterations
             if grace:
                 # Budget spent and the model still wants tools: one last call, no tools, asking for an
@@ -148,11 +167,23 @@ class Agent:
             except LLMError as exc:
                 if exc.kind == "interrupted":
                     return interrupted()
+                if exc.kind == "context_overflow" and callbacks.compact is not None and not overflow_retried:
+                    # Never fail for context length without compressing once and retrying the call.
+                    overflow_retried = True
+                    try:
+                        shorter = callbacks.compact(messages, tools, exc)
+                    except StepRefused:
+                        return interrupted()
+                    if shorter is not None:
+                        messages[:] = shorter
+                        continue
                 log.warning(
                     "turn failed",
                     extra={"session_key": ctx.session_key, "kind": exc.kind, "status": exc.status},
                 )
                 return TurnResult("error", exc.user_message(), new, exc.kind, iterations)
+            if callbacks.usage is not None:
+                callbacks.usage.add(reply.get("model"), reply.get("usage"), request, reply)
             iterations += 1
             activity("model answered")
 

@@ -82,7 +82,9 @@ class LLMError(Exception):
             case "connection":
                 return "Could not reach the model endpoint. Check model.base_url and that the server is up."
             case "context_overflow":
-                return "The conversation no longer fits the model's context window. Send /new to start over."
+                # In a chat turn this comes after compression was tried once (agent_core/agent.py).
+                return ("This no longer fits the model's context window, even with the earlier conversation "
+                        "summarised. Send /new to start over, or a shorter message.")
             case "bad_request":
                 detail = _short(self.message)
                 return f"The model endpoint rejected the request{code}" + (f": {detail}" if detail else ".")

@@ -178,6 +178,12 @@ class LLMClient:
         assert last is not None
         raise last
 
+    def list_models(self, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """The primary endpoint's /models entries as plain dicts, fields beyond the standard ones kept (some
+        servers put the context size there)."""
+        page = self._clients[0].with_options(timeout=timeout).models.list()
+        return [m.model_dump() for m in page.data]
+
     # ---------------------------------------------------------------------------------------- internals
 
     def _delay(self, attempt: int, retry_after: float | None) -> float | None:
@@ -211,7 +217,7 @@ class LLMClient:
         if tools:
             kwargs["tools"] = tools
         if self.stream:
-            return self._call_streaming(client, kwargs, interrupt)
+            return {**self._call_streaming(client, kwargs, interrupt), "model": ep.model}
         # client.post skips the SDK's recursive TypedDict transform of the request, which costs ~3 ms of CPU
         # per call on a 20-message history (measured); our messages are already plain JSON-ready dicts.
         resp = client.post("/chat/completions", body=kwargs, cast_to=ChatCompletion)
@@ -219,6 +225,9 @@ class LLMClient:
             raise LLMError("server", "the response had no choices")
         msg = resp.choices[0].message
         out: dict[str, Any] = {"role": "assistant", "content": msg.content}
+        # The model asked for (its price is configured under that name) and what the call cost, if told.
+        out["model"] = ep.model
+        out["usage"] = resp.usage.model_dump() if resp.usage is not None else None
         if msg.tool_calls:
             out["tool_calls"] = [
                 {
@@ -238,11 +247,15 @@ class LLMClient:
         parts: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         saw_choice = False
-        with client.post("/chat/completions", body={**kwargs, "stream": True}, cast_to=ChatCompletion,
+        usage: dict[str, Any] | None = None
+        body = {**kwargs, "stream": True, "stream_options": {"include_usage": True}}
+        with client.post("/chat/completions", body=body, cast_to=ChatCompletion,
                          stream=True, stream_cls=openai.Stream[ChatCompletionChunk]) as stream:
             for chunk in stream:
                 if interrupt is not None and interrupt.is_set():
                     raise LLMError("interrupted", "interrupted during generation")
+                if chunk.usage is not None:  # the last chunk, when the server honours include_usage
+                    usage = chunk.usage.model_dump()
                 if not chunk.choices:
                     continue
                 saw_choice = True
@@ -264,7 +277,7 @@ class LLMClient:
                             slot["function"]["arguments"] += fn.arguments
         if not saw_choice:
             raise LLMError("server", "the stream ended without a choice")
-        out: dict[str, Any] = {"role": "assistant", "content": "".join(parts) or None}
+        out: dict[str, Any] = {"role": "assistant", "content": "".join(parts) or None, "usage": usage}
         if calls:
             out["tool_calls"] = [calls[i] for i in sorted(calls)]
             for n, call in enumerate(out["tool_calls"]):

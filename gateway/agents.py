@@ -57,7 +57,8 @@ class AgentFactory:
         m = self.cfg.model
         llm = self._llm([(m.base_url or "", m.name or "", m.api_key_env)]
                         + [(f.base_url, f.name, f.api_key_env) for f in m.fallbacks])
-        self.tool_names = registry.names(self.cfg.tools)
+        self.tool_names = [n for n in registry.names(self.cfg.tools)
+                           if n != "memory" or self.cfg.agent.memory_max_chars]  # 0: no memory
         self.agent = Agent(llm, registry, self.tool_names, max_iterations=m.max_iterations)
         return self.agent
 

@@ -20,7 +20,7 @@ def register_builtin_commands(registry: CommandRegistry, turns: TurnControl, ses
     async def new(ctx: CommandContext) -> str:
         stopped = turns.stop_turn(ctx.session_key)
         await approvals.deny_session(ctx.session_key, "new")
-        await sessions.reset(ctx.session_key, ctx.adapter.name, reason="new")
+        await sessions.reset(ctx.session_key, ctx.adapter.name, reason="new", source=ctx.message.source)
         waiting = len(turns.queued(ctx.session_key))
         text = "🆕 Started a fresh conversation."
         if stopped:

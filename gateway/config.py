@@ -40,6 +40,15 @@ class FallbackModel(_Model):
     api_key_env: str | None = None
 
 
+class ModelPrice(_Model):
+    """What a model costs, per million tokens (in the provider's currency, shown as $ by /usage)."""
+
+    input_per_million: float = Field(ge=0)
+    output_per_million: float = Field(ge=0)
+    # Prompt tokens served from the provider's prompt cache; None = charged as input_per_million.
+    cached_input_per_million: float | None = Field(default=None, ge=0)
+
+
 class ModelConfig(_Model):
     base_url: str | None = None
     name: str | None = None
@@ -54,6 +63,11 @@ class ModelConfig(_Model):
     choices: list[str] = Field(default_factory=list)
     # Which models take ``reasoning_effort`` (/reasoning): true = every model above, or a list of names.
     reasoning: bool | list[str] = False
+    # The model's context size in tokens; None = the endpoint's figure where its /models gives one. Without
+    # either, a history is compressed only when the endpoint refuses it for length.
+    context_window: int | None = Field(default=None, ge=1024)
+    # Per model name (as in name / fallbacks / a cron job's model): the estimated cost /usage shows.
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
 
     @property
     def configured(self) -> bool:
@@ -101,6 +115,11 @@ class AgentConfig(_Model):
                 raise ValueError(f"{name!r} has no text")
             out[key] = str(text)
         return out
+    # Compress the history (summarise its older part) once a request would fill this share of the context
+    # window (model.context_window, or the endpoint's figure).
+    compression_threshold: float = Field(default=0.8, gt=0, le=1)
+    # The per-user memory the agent keeps with its memory tool, in characters; 0 = no memory.
+    memory_max_chars: int = Field(default=2000, ge=0, le=100_000)
 
 
 class GatewayConfig(_Model):
@@ -109,6 +128,9 @@ class GatewayConfig(_Model):
     max_concurrent_turns: int = Field(default=16, ge=1, le=512)
     turn_timeout_seconds: float = Field(default=900.0, gt=0)
     drain_seconds: float = Field(default=30.0, ge=0)
+    # Tokens (in + out) one user may spend per day (local midnight to midnight); None = no limit. Cron runs
+    # are nobody's.
+    daily_token_budget: int | None = Field(default=None, ge=1)
 
 
 class ResetConfig(_Model):

@@ -90,7 +90,7 @@ def register_conversation_commands(registry: CommandRegistry, turns: TurnControl
             return f"Title: {plain(name)}. {set_it} changes it." if name else f"No title yet; {set_it} sets one."
         if len(text) > TITLE_LIMIT:
             text = text[:TITLE_LIMIT - 1].rstrip() + "…"
-        session = await sessions.get(ctx.session_key, ctx.adapter.name)
+        session = await sessions.get(ctx.session_key, ctx.adapter.name, source=ctx.message.source)
         await history.set_title(session["id"], text)
         session["title"] = text
         return f"🏷 Title: {plain(text)}"

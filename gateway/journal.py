@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agent_core.agent import StepRefused, unanswered_calls
@@ -77,6 +78,18 @@ class TurnJournal:
         await self.store.append_messages(self.session_id, rows, self.inbox_id, status, reply)
         self._user = None
         self._stored.extend(messages)
+
+    async def move_to(self, switch: Callable[[bool], Awaitable[str | None]]) -> bool:
+        """Go on in another session (compression): ``switch(user message not stored yet)`` makes it and returns
+        its id (None: it could not), while no step is being stored. Raises StepRefused once closed."""
+        async with self._lock:
+            if self.closed is not None:
+                raise StepRefused(self.closed)
+            new_id = await switch(self._user is not None)
+            if new_id is None:
+                return False
+            self.session_id = new_id
+            return True
 
     async def finish(self, messages: list[dict[str, Any]], status: str, reply: str | None) -> None:
         """The turn ended: store what ``messages`` (all the agent added) holds beyond the stored steps, and

@@ -47,7 +47,7 @@ def register_model_commands(registry: CommandRegistry, turns: TurnControl, sessi
         if wanted not in choices:
             return (f"{plain(wanted)} is not one of the models here, so nothing changed. Choices: "
                     + ", ".join(f"`{c}`" for c in choices) + ".")
-        session = await sessions.get(ctx.session_key, ctx.adapter.name)
+        session = await sessions.get(ctx.session_key, ctx.adapter.name, source=ctx.message.source)
         stored = None if wanted == settings.default_model else wanted
         await store.session_update(session["id"], model=stored)
         session["model"] = stored
@@ -75,7 +75,7 @@ def register_model_commands(registry: CommandRegistry, turns: TurnControl, sessi
             return (f"`{name}` does not take a reasoning effort (model.reasoning in config.yaml), "
                     "so nothing changed.")
         effort = None if wanted in DEFAULT_WORDS else wanted
-        session = await sessions.get(ctx.session_key, ctx.adapter.name)
+        session = await sessions.get(ctx.session_key, ctx.adapter.name, source=ctx.message.source)
         await store.session_update(session["id"], reasoning_effort=effort)
         session["reasoning_effort"] = effort
         return f"🧠 Reasoning effort: {effort or 'the model’s default'}."
@@ -101,7 +101,8 @@ def register_model_commands(registry: CommandRegistry, turns: TurnControl, sessi
             return f"Already {'the default personality' if target is None else target}."
         stopped = turns.stop_turn(ctx.session_key)
         await approvals.deny_session(ctx.session_key, "new")
-        await sessions.reset(ctx.session_key, ctx.adapter.name, reason="personality", personality=target)
+        await sessions.reset(ctx.session_key, ctx.adapter.name, reason="personality", source=ctx.message.source,
+                             personality=target)
         preset = "Default personality" if target is None else f"Personality {target}"
         text = f"🎭 {preset}: started a fresh conversation."
         if stopped:

@@ -30,6 +30,7 @@ from gateway.approvals.store import ApprovalStore
 from gateway.builtin_commands import register_builtin_commands
 from gateway.bus import make_bus
 from gateway.commands import CommandRegistry
+from gateway.compression import Compressor, register_compress_command
 from gateway.config import Config, Paths
 from gateway.conversation_commands import register_conversation_commands
 from gateway.delivery import Delivery, Notices
@@ -38,6 +39,7 @@ from gateway.inbound import Inbound
 from gateway.instance import Instance
 from gateway.lanes import Lanes
 from gateway.locks import CredentialLocks
+from gateway.memory import MemoryBook, register_memory_commands
 from gateway.metrics import Metrics
 from gateway.model_commands import register_model_commands
 from gateway.pairing import PairingService
@@ -57,6 +59,7 @@ from gateway.store import Store
 from gateway.supervisor import Supervisor
 from gateway.systemd import SystemdNotifier
 from gateway.turns import TurnExecutor
+from gateway.usage import UsageLedger, register_usage_command
 
 log = structlog.get_logger("herald.runner")
 
@@ -93,14 +96,20 @@ class GatewayRunner:
         self.commands = CommandRegistry()
         self.access = AccessControl(cfg)
         self.agents = AgentFactory(cfg, paths, self._prompt_hint, self.metrics.llm_call)
+        self.memory = MemoryBook(self.store, self, cfg.agent.memory_max_chars, cfg.sessions.per_user_in_groups)
+        self.agents.tool_extras["memory_api"] = self.memory
         self.sessions = SessionManager(self.store, cfg.sessions, self.agents.system_prompt,
-                                       carry=self.agents.settings.carry)
+                                       carry=self.agents.settings.carry, prompt_addendum=self.memory.snapshot)
+        self.usage = UsageLedger(self.store, cfg.model.prices, cfg.gateway.daily_token_budget)
         self.lanes = Lanes(cfg.gateway, self.store, self.notices, self, self.instance, self.counters)
+        self.compression = Compressor(cfg, self.store, self.sessions, lambda: self.agents.agent, self.usage,
+                                      lambda key: self.lanes.busy(key) is not None)
         self.approvals = ApprovalBroker(cfg.approvals, ApprovalStore(self.store), self.delivery, self.notices,
                                         self.adapters, self.access, self, self.instance, self.agents.secret_values,
                                         metrics=self.metrics)
         self.turns = TurnExecutor(cfg, self.store, self.sessions, self.delivery, self.notices, self.agents,
-                                  self.approvals, self.adapters, self.counters, metrics=self.metrics)
+                                  self.approvals, self.adapters, self.counters, metrics=self.metrics,
+                                  compression=self.compression, usage=self.usage)
         self.lanes.run_turn = self.turns.run
         self.inbound = Inbound(cfg, self.store, self.access, self.commands, self.lanes, self.delivery, self.notices,
                                self.instance, self, self.counters)
@@ -111,6 +120,10 @@ class GatewayRunner:
         register_model_commands(self.commands, self.lanes, self.sessions, self.store, self.approvals,
                                 self.agents.settings)
         register_approvals(self.approvals, self.commands, self.inbound.buttons)
+        register_compress_command(self.commands, self.compression)
+        register_memory_commands(self.commands, self.memory)
+        register_usage_command(self.commands, self.usage, self.store,
+                               lambda key: _active(self.sessions, self.store, key))
         self.pairing = PairingService(self.store, self.access, self.adapters, self.delivery, self.notices, self,
                                       cfg.access.unknown_dm, self.commands)
         self.inbound.on_denied = self.pairing.denied
@@ -330,3 +343,7 @@ class GatewayRunner:
         states = {name: status(a) for name, a in self.adapters.items()}
         ready = not self._stopping and all(a.state == "connected" for a in self.adapters.values())
         return ready, states
+
+
+async def _active(sessions: SessionManager, store: Store, key: str) -> dict[str, Any] | None:
+    return sessions.peek(key) or await store.session_active(key)

@@ -96,8 +96,9 @@ class Store(Database):
 
     async def turn_steps(self, inbox_id: int) -> tuple[str, int] | None:
         """(session id, messages stored) of the turn answering ``inbox_id``, if it stored any."""
+        # A turn compressed while it ran has rows in the session it left too: the newest session is its own.
         stmt = (select(messages.c.session_id, func.count()).where(messages.c.inbox_id == inbox_id)
-                .group_by(messages.c.session_id))
+                .group_by(messages.c.session_id).order_by(func.max(messages.c.id).desc()))
         row = await self.run_read(lambda conn: conn.execute(stmt).first())
         return (row[0], int(row[1])) if row else None
 

@@ -48,8 +48,43 @@ sessions = Table(
     Column("model", String(200), nullable=True),
     Column("reasoning_effort", String(16), nullable=True),
     Column("personality", String(64), nullable=True),
+    # A session that continues a compressed one (its parent ended "compressed"): the summary of what came
+    # before, sent ahead of its messages (gateway/compression.py). The parent keeps every message.
+    Column("summary", Text, nullable=True),
     Index("ix_sessions_key_active", "key", "ended_at"),
     Index("ix_sessions_user", "platform", "user_id"),
+)
+
+
+# Token usage, one row per turn and model (gateway/usage.py): /usage and gateway.daily_token_budget.
+usage = Table(
+    "usage",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("session_id", String(36), nullable=True, index=True),
+    Column("inbox_id", Integer, nullable=True),
+    Column("platform", String(32), nullable=False),
+    Column("user_id", String(256), nullable=True),  # None: nobody's (a cron run)
+    Column("model", String(200), nullable=False),
+    Column("prompt_tokens", Integer, nullable=False),
+    Column("completion_tokens", Integer, nullable=False),
+    Column("cached_tokens", Integer, nullable=False),
+    Column("calls", Integer, nullable=False),
+    Column("estimated", Boolean, nullable=False),  # the API reported no usage: counted from an estimate
+    Column("created_at", Float, nullable=False),
+    Index("ix_usage_user_day", "platform", "user_id", "created_at"),
+)
+
+
+# What the agent remembers about a user across sessions (gateway/memory.py), per platform and user.
+memories = Table(
+    "memories",
+    metadata,
+    Column("platform", String(32), primary_key=True),
+    Column("user_id", String(256), primary_key=True),
+    Column("entries", JSON, nullable=False),  # a list of strings, oldest first
+    Column("version", Integer, nullable=False),  # each change is conditional on the version it read
+    Column("updated_at", Float, nullable=False),
 )
 
 

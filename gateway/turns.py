@@ -20,7 +20,9 @@ from typing import Any
 
 import structlog
 
+from agent_core.usage import UsageMeter
 from gateway.agents import AgentFactory
+from gateway.compression import Compressor
 from gateway.config import Config
 from gateway.delivery import Delivery
 from gateway.journal import TurnJournal
@@ -32,6 +34,7 @@ from gateway.session.history import History, title_untitled
 from gateway.session.keys import session_owner
 from gateway.session.manager import SessionManager
 from gateway.store import NotExpected, Store
+from gateway.usage import UsageLedger
 
 log = structlog.get_logger("herald.turns")
 
@@ -121,7 +124,8 @@ class TurnSlot:
 class TurnExecutor:
     def __init__(self, cfg: Config, store: Store, sessions: SessionManager, delivery: Delivery, notifier: Notifier,
                  agents: AgentFactory, approvals: Any, adapters: Adapters, counters: dict[str, int], *,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, compression: Compressor | None = None,
+                 usage: UsageLedger | None = None) -> None:
         self.cfg = cfg
         self.metrics = metrics or NULL_METRICS
         self.store = store
@@ -132,6 +136,8 @@ class TurnExecutor:
         self.approvals = approvals  # .hook_for(key, source, turn_id)
         self.adapters = adapters
         self.counters = counters
+        self.compression = compression  # gateway/compression.py: the history summarised when it nears the window
+        self.usage = usage  # gateway/usage.py: token usage per turn, the daily budget
         self.slots = TurnSlots(cfg.gateway.max_concurrent_turns)
         self.history = History(store)
         self.pool = ThreadPoolExecutor(max_workers=cfg.gateway.max_concurrent_turns + MAX_WAITING_TURNS,
@@ -152,11 +158,18 @@ class TurnExecutor:
             if item.resume_reply is not None:
                 await self.deliver_reply(adapter, item, item.resume_reply)
                 return
-            if self.agents.agent is None:
-                if await self.store.inbox_set(item.inbox_id, "replied", reply=NO_MODEL_TEXT, expected="pending"):
-                    await self.deliver_reply(adapter, item, NO_MODEL_TEXT)
+            refusal = NO_MODEL_TEXT if self.agents.agent is None else None
+            if refusal is None and self.usage is not None and not item.resume_turn:
+                refusal = await self.usage.budget_notice(source)  # over budget: no model call at all
+            if refusal is not None:
+                if await self.store.inbox_set(item.inbox_id, "replied", reply=refusal, expected="pending"):
+                    await self.deliver_reply(adapter, item, refusal)
                 return
-            await self._run_agent(lane, item, adapter, turn_id)
+            if self.compression is None:
+                await self._run_agent(lane, item, adapter, turn_id)
+                return
+            async with self.compression.hold(lane.key):  # /compress never runs under a turn
+                await self._run_agent(lane, item, adapter, turn_id)
         except NotExpected as exc:
             log.info("turn_taken_elsewhere", error=str(exc))
         finally:
@@ -179,6 +192,8 @@ class TurnExecutor:
                 item.resume_turn = bool(history)
             if not item.resume_turn:
                 history = await self.store.session_history(session["id"], limit)
+            if self.compression is not None:
+                history = self.compression.with_summary(session, history)
             user_msg = None if item.resume_turn else {"role": "user", "content": user_content(item.msg)}
             journal = TurnJournal(self.store, loop, session["id"], item.inbox_id, user_msg)
             acquiring = asyncio.ensure_future(slot.acquire())
@@ -200,8 +215,9 @@ class TurnExecutor:
         typing = asyncio.create_task(self._keep_typing(adapter, source, turn)) if adapter.capabilities.typing else None
         ctx = contextvars.copy_context()
         content = None if item.resume_turn else user_msg["content"]  # type: ignore[index]
+        meter = UsageMeter()
         future = loop.run_in_executor(self.pool, ctx.run, self._call_agent, session, history, content, turn,
-                                      journal, slot)
+                                      journal, slot, meter)
         try:
             await asyncio.wait({future, turn.abandoned}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -209,6 +225,7 @@ class TurnExecutor:
                 typing.cancel()
             lane.turn = None
             slot.finish()
+            await self._record_usage(meter, journal.session_id, item.inbox_id, source.platform, source.user_id)
         if turn.abandoned.done() and not future.done():
             future.add_done_callback(_swallow)
             await self._abandoned(adapter, item, journal, turn.abandoned.result(), turn.last_step)
@@ -226,6 +243,17 @@ class TurnExecutor:
         await self._finish(adapter, item, journal, result)
         await title_untitled(self.history, session, item.msg.text)
 
+    async def _record_usage(self, meter: UsageMeter, session_id: str, inbox_id: int | None, platform: str,
+                            user_id: str | None) -> None:
+        """What the turn's model calls cost, however it ended (a failure here never fails the turn)."""
+        if self.usage is None:
+            return
+        try:
+            await self.usage.record(meter, session_id=session_id, inbox_id=inbox_id, platform=platform,
+                                    user_id=user_id)
+        except Exception as exc:
+            log.warning("usage_not_recorded", error=str(exc))
+
     async def _session(self, item: Accepted, source: Source) -> dict[str, Any]:
         if item.resume_turn:
             steps = await self.store.turn_steps(item.inbox_id)
@@ -234,10 +262,11 @@ class TurnExecutor:
                 return row
             item.resume_turn = False
         return await self.sessions.get(item.key, source.platform,
-                                       owner=session_owner(source, self.cfg.sessions.per_user_in_groups))
+                                       owner=session_owner(source, self.cfg.sessions.per_user_in_groups),
+                                       source=source)
 
     def _call_agent(self, session: dict[str, Any], history: list[dict[str, Any]], content: str | None, turn: Turn,
-                    journal: TurnJournal, slot: TurnSlot) -> Any:
+                    journal: TurnJournal, slot: TurnSlot, meter: UsageMeter) -> Any:
         """Runs in a worker thread: the synchronous agent loop, told to stop through ``turn.interrupt``."""
         from agent_core.agent import TurnCallbacks
 
@@ -248,9 +277,14 @@ class TurnExecutor:
         source = turn.item.msg.source
         ctx = self.agents.tool_context(turn.key, turn.interrupt, self.approvals.hook_for(turn.key, source, turn.id),
                                        source=source, turn_slot=slot)
+        compact = None
+        if self.compression is not None:
+            compact = self.compression.for_turn(turn.key, session, journal, journal.loop, turn.interrupt, meter,
+                                                on_activity)
         agent = self.agents.for_session(session)  # the session's model and reasoning effort
         return agent.run(session["system_prompt"] or "", history, content, turn.interrupt,
-                         TurnCallbacks(on_activity=on_activity, on_step=journal.step), ctx)
+                         TurnCallbacks(on_activity=on_activity, on_step=journal.step, usage=meter, compact=compact),
+                         ctx)
 
     async def _finish(self, adapter: PlatformAdapter, item: Accepted, journal: TurnJournal, result: Any) -> None:
         status = getattr(result, "status", "ok")
@@ -326,11 +360,12 @@ class TurnExecutor:
                                        **{**(extras or {}), "cron": True, "turn_slot": slot})
         deadline = loop.time() + timeout
         future: Any = None
+        meter = UsageMeter()
         try:
             await asyncio.wait_for(slot.acquire(), timeout)
             future = loop.run_in_executor(self.pool, contextvars.copy_context().run, agent.run,
                                           session["system_prompt"] or "", [], content, interrupt,
-                                          TurnCallbacks(on_step=journal.step), ctx)
+                                          TurnCallbacks(on_step=journal.step, usage=meter), ctx)
             done, _ = await asyncio.wait({future}, timeout=max(0.0, deadline - loop.time()))
         except BaseException:  # the caller's own limit, or shutdown: the thread must stop too
             interrupt.set()
@@ -340,6 +375,7 @@ class TurnExecutor:
             await asyncio.shield(journal.close("timeout", None))
             raise
         slot.finish()
+        await self._record_usage(meter, session["id"], None, "cron", None)  # nobody's: no user's budget pays
         if not done:
             interrupt.set()
             future.add_done_callback(_swallow)

@@ -49,7 +49,10 @@ async def test_429_retry_after_is_honoured(fake):
     sleeps = Sleeps()
     fake.script(Error(429, retry_after=7), Reply("ok"))
     msg = await complete(client(fake.base_url, sleep=sleeps))
-    assert msg == {"role": "assistant", "content": "ok"}
+    # The message, the model it was asked of (prices are per model) and the usage the API reported.
+    usage = msg.pop("usage")
+    assert msg == {"role": "assistant", "content": "ok", "model": "m"}
+    assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
     assert sleeps == [7.0]
 
 

@@ -288,7 +288,9 @@ def _all_keys(model: type[BaseModel], prefix: str = "", in_list: bool = False) -
     for name, field in model.model_fields.items():
         path = f"{prefix}{name}"
         keys.append((path, in_list))
-        is_list = typing.get_origin(field.annotation) in (list, tuple, set)
+        # Items of a list, and values of a dict keyed by the operator (model.prices.<model>), are not set
+        # at a fixed place: the example shows them commented out.
+        is_list = typing.get_origin(field.annotation) in (list, tuple, set, dict)
         for sub in _nested_models(field.annotation):
             keys += _all_keys(sub, f"{path}[]." if is_list else f"{path}.", in_list or is_list)
     return keys

@@ -15,7 +15,7 @@ from tools.sandbox import SandboxPolicy
 
 log = logging.getLogger(__name__)
 
-BUILTIN_MODULES = ("tools.terminal", "tools.files", "tools.cronjob")
+BUILTIN_MODULES = ("tools.terminal", "tools.files", "tools.cronjob", "tools.memory")
 
 
 def always(_config: ToolsConfig) -> bool:

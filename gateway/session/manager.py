@@ -1,7 +1,8 @@
 """Session rows behind session keys, with reset policies (idle, daily, none) and lineage.
 
 A session that follows another (a reset, /new) points at it (``parent_id``) and starts with its settings
-(gateway/session/settings.py); /resume makes an ended session of the same key the active one again.
+(gateway/session/settings.py); /resume makes an ended session of the same key the active one again. A new
+session's prompt may carry what its sender's memory holds (``prompt_addendum``), taken when it begins.
 """
 
 from __future__ import annotations
@@ -9,10 +10,11 @@ from __future__ import annotations
 import datetime as dt
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gateway.config import SessionsConfig
+from gateway.platforms.base import Source
 from gateway.store import Store
 
 
@@ -37,18 +39,23 @@ class SessionManager:
     """Maps keys to the active session row; rows are cached so a turn costs no extra lookup."""
 
     def __init__(self, store: Store, cfg: SessionsConfig, system_prompt: Callable[..., str],
-                 clock: Callable[[], float] = time.time, carry: Carry | None = None) -> None:
+                 clock: Callable[[], float] = time.time, carry: Carry | None = None,
+                 prompt_addendum: Callable[[Source | None], Awaitable[str | None]] | None = None) -> None:
         self.store = store
         self.cfg = cfg
         # (platform[, personality]) -> the byte-stable prompt for a new session
         self.system_prompt = system_prompt
         self.clock = clock
         self.carry: Carry = carry or (lambda _parent: {})  # the settings a following session starts with
+        # The sender of the message that starts a session -> what its prompt adds (their memory, taken now).
+        self.prompt_addendum = prompt_addendum
         self._cache: dict[str, dict[str, Any]] = {}
 
-    async def get(self, key: str, platform: str, owner: str | None = None) -> dict[str, Any]:
+    async def get(self, key: str, platform: str, owner: str | None = None,
+                  source: Source | None = None) -> dict[str, Any]:
         """The active session of ``key`` (a new one when there is none or its reset is due). ``owner``: the
-        person whose conversation the key is (None for a session people share)."""
+        person whose conversation the key is (None for a session people share); ``source``: the message
+        that starts it, whose sender's memory a new session's prompt carries."""
         row = self._cache.get(key)
         if row is None:
             row = await self.store.session_active(key)
@@ -61,15 +68,21 @@ class SessionManager:
                 self._cache[key] = row
                 return row
             await self.store.session_end(row["id"], reason)
-            return await self._create(key, platform, parent=row, owner=owner)
-        return await self._create(key, platform, owner=owner)
+            return await self._create(key, platform, parent=row, owner=owner, source=source)
+        return await self._create(key, platform, owner=owner, source=source)
 
-    async def reset(self, key: str, platform: str, reason: str = "new", **settings: Any) -> dict[str, Any]:
+    async def reset(self, key: str, platform: str, reason: str = "new", source: Source | None = None,
+                    **settings: Any) -> dict[str, Any]:
         """End the active session and begin the next; ``settings`` override what it inherits."""
         row = self._cache.pop(key, None) or await self.store.session_active(key)
         if row is not None:
             await self.store.session_end(row["id"], reason)
-        return await self._create(key, platform, parent=row, owner=row.get("user_id") if row else None, **settings)
+        return await self._create(key, platform, parent=row, owner=row.get("user_id") if row else None,
+                                  source=source, **settings)
+
+    def activate(self, key: str, row: dict[str, Any]) -> None:
+        """``row`` is the key's active session now (a compressed session's successor)."""
+        self._cache[key] = row
 
     async def resume(self, key: str, session_id: str) -> dict[str, Any] | None:
         """Make the ended session ``session_id`` of ``key`` the active one again; the active one ends."""
@@ -94,10 +107,14 @@ class SessionManager:
         return self._cache.get(key)
 
     async def _create(self, key: str, platform: str, parent: dict[str, Any] | None = None, owner: str | None = None,
-                      **settings: Any) -> dict[str, Any]:
+                      source: Source | None = None, **settings: Any) -> dict[str, Any]:
         settings = {**self.carry(parent), **settings}
         personality = settings.get("personality")
         prompt = self.system_prompt(platform, personality) if personality else self.system_prompt(platform)
+        if self.prompt_addendum is not None:
+            extra = await self.prompt_addendum(source)
+            if extra:
+                prompt = f"{prompt}\n\n{extra}"
         row = await self.store.session_create(str(uuid.uuid4()), key, platform, prompt,
                                               parent_id=parent["id"] if parent else None, user_id=owner, **settings)
         self._cache[key] = row

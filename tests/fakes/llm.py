@@ -189,6 +189,8 @@ class FakeLLM:
         self.api_key = api_key
         # GET /models answers anyone, key or not (OpenRouter's list is public); completions still need the key.
         self.public_models = public_models
+        # When set, GET /models gives it as the model's ``context_length`` (as OpenRouter does).
+        self.context_length: int | None = None
         self.host = host
         self.responder: Callable[[dict[str, Any]], Step] = directive_responder
         self.requests: list[dict[str, Any]] = []
@@ -248,7 +250,8 @@ class FakeLLM:
         return web.json_response(
             {
                 "object": "list",
-                "data": [{"id": self.model, "object": "model", "created": 0, "owned_by": "fake"}],
+                "data": [{"id": self.model, "object": "model", "created": 0, "owned_by": "fake",
+                          **({"context_length": self.context_length} if self.context_length else {})}],
             }
         )
 

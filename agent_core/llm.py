@@ -128,17 +128,36 @@ class LLMClient:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None = None,
         interrupt: threading.Event | None = None,
+        on_text: Callable[[str], None] | None = None,
+        on_restart: Callable[[], None] | None = None,
     ) -> dict[str, Any]:
-        """One assistant message (OpenAI format) for ``messages``, or an ``LLMError``."""
+        """One assistant message (OpenAI format) for ``messages``, or an ``LLMError``.
+
+        With ``on_text`` the answer is streamed and each piece of its text is passed on as it arrives;
+        ``on_restart`` is called before a retry or a fallback starts over after pieces were passed on (what
+        came before is void). The returned message is the same either way.
+        """
         last: LLMError | None = None
+        emitted = False
+
+        def emit(delta: str) -> None:
+            nonlocal emitted
+            emitted = True
+            on_text(delta)  # type: ignore[misc]
+
+        sink = emit if on_text is not None else None
         for ep, client in zip(self.endpoints, self._clients, strict=True):
             attempt = 0
             while True:
                 if interrupt is not None and interrupt.is_set():
                     raise LLMError("interrupted", "interrupted before the model call")
+                if emitted:
+                    emitted = False
+                    if on_restart is not None:
+                        on_restart()
                 started = time.perf_counter()
                 try:
-                    result = self._call(client, ep, messages, tools, interrupt)
+                    result = self._call(client, ep, messages, tools, interrupt, sink)
                     if self._observe is not None:
                         self._observe(time.perf_counter() - started, None)
                     return result
@@ -204,12 +223,13 @@ class LLMClient:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None,
         interrupt: threading.Event | None,
+        on_text: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"model": ep.model, "messages": messages, **self._extra}
         if tools:
             kwargs["tools"] = tools
-        if self.stream:
-            return self._call_streaming(client, kwargs, interrupt)
+        if self.stream or on_text is not None:
+            return self._call_streaming(client, kwargs, interrupt, on_text)
         # client.post skips the SDK's recursive TypedDict transform of the request, which costs ~3 ms of CPU
         # per call on a 20-message history (measured); our messages are already plain JSON-ready dicts.
         resp = client.post("/chat/completions", body=kwargs, cast_to=ChatCompletion)
@@ -230,7 +250,8 @@ class LLMClient:
         return out
 
     def _call_streaming(
-        self, client: openai.OpenAI, kwargs: dict[str, Any], interrupt: threading.Event | None
+        self, client: openai.OpenAI, kwargs: dict[str, Any], interrupt: threading.Event | None,
+        on_text: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
         # Streaming lets /stop take effect mid-generation: the interrupt is checked between chunks.
         parts: list[str] = []
@@ -247,6 +268,8 @@ class LLMClient:
                 delta = chunk.choices[0].delta
                 if delta.content:
                     parts.append(delta.content)
+                    if on_text is not None:
+                        on_text(delta.content)
                 for tc in delta.tool_calls or ():
                     slot = calls.setdefault(
                         tc.index, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}

@@ -46,7 +46,7 @@ class Recovery:
             msg = InboundMessage.from_dict(row["payload"])
             command = self._command(msg, legacy=row["owner"] is None)
             if row["status"] == "replied" and row["reply"] is not None:
-                item = Accepted(row["id"], msg, row["session_key"], resume_reply=row["reply"])
+                item = Accepted(row["id"], msg, row["session_key"], resume_reply=row["reply"], recovered=True)
             elif command is not None:
                 if await self.store.inbox_set(row["id"], "cancelled", error="command interrupted by a restart",
                                               expected="pending"):
@@ -56,7 +56,8 @@ class Recovery:
                 continue
             else:
                 steps = await self.store.turn_steps(row["id"])
-                item = Accepted(row["id"], msg, row["session_key"], resume_turn=steps is not None)
+                item = Accepted(row["id"], msg, row["session_key"], resume_turn=steps is not None,
+                                recovered=True)
             self.lanes.submit(adapter, item, notify=False)
             resumed += 1
         if resumed:

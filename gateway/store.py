@@ -104,7 +104,8 @@ class Store(Database):
     async def outbox_chunks(self, inbox_id: int) -> dict[int, dict[str, Any]]:
         """The newest row of each chunk recorded for ``inbox_id``."""
         rows = await self.run_read(op_all(
-            select(outbox.c.id, outbox.c.chunk_index, outbox.c.status, outbox.c.idempotency_key)
+            select(outbox.c.id, outbox.c.chunk_index, outbox.c.status, outbox.c.idempotency_key,
+                   outbox.c.platform_message_id)
             .where(outbox.c.inbox_id == inbox_id).order_by(outbox.c.id)
         ))
         return {r["chunk_index"]: r for r in rows}

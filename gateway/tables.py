@@ -42,6 +42,8 @@ sessions = Table(
     Column("updated_at", Float, nullable=False),
     Column("ended_at", Float, nullable=True),
     Column("end_reason", String(64), nullable=True),
+    # /verbose: off | tools | all; null = display.verbose.
+    Column("verbose", String(8), nullable=True),
     Index("ix_sessions_key_active", "key", "ended_at"),
 )
 
@@ -96,7 +98,10 @@ outbox = Table(
     Column("chunk_index", Integer, nullable=False),
     # Every message id the platform gave the chunk, space-separated.
     Column("platform_message_id", String(1024), nullable=True),
-    # sending (written before the send: after a crash the chunk may or may not be out) -> sent | failed
+    # sending (written before the send: after a crash the chunk may or may not be out) -> sent | failed.
+    # A streamed reply's messages: sending -> streamed (out, with its id, showing the reply as it was being
+    # written; the final delivery edits it into chunk ``chunk_index`` and makes it sent) or sealed (left as
+    # it is, above something posted in the chat meanwhile: no longer a chunk of the reply).
     Column("status", String(16), nullable=False),
     Column("error", Text, nullable=True),
     Column("created_at", Float, nullable=False),

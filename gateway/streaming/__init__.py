@@ -34,9 +34,6 @@ class NoLive:
     async def abandon(self, reason: str) -> None:
         return None
 
-    def discard(self) -> None:
-        return None
-
 
 NO_LIVE = NoLive()
 

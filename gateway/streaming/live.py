@@ -90,7 +90,6 @@ class LiveReply:
         self._shown: list[_Shown] = []
         self._posted = 0  # the chat's post count when our newest message went out
         self._shown_version = 0
-        self._lines_shown = 0  # how many of the progress lines the messages show
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -292,7 +291,6 @@ class LiveReply:
             unused = self.adapter.render(UNUSED_TEXT)
             if extra.text != unused and not await self._edit(extra, unused):
                 return False
-        self._lines_shown = len(lines)
         return True
 
     async def _open(self, index: int, chunk: str) -> bool:
@@ -314,7 +312,9 @@ class LiveReply:
         return True
 
     async def _edit(self, shown: _Shown, chunk: str) -> bool:
-        if not await self._pace():  # the first operation of a show was paced already: no wait here
+        if self._closing:  # a last edit (sealing, a cut turn's note): paced, and not given up
+            await self.delivery.pacer.wait(self.adapter.name, self.chat_id, self.interval)
+        elif not await self._pace():  # the first operation of a show was paced already: no wait here
             return False
         try:
             await self._edit_now(shown.message_id, chunk)
@@ -340,13 +340,20 @@ class LiveReply:
             raise
 
     async def _seal(self) -> None:
-        """Leave the messages so far where they are (something was posted below them): not the reply's."""
-        for shown in self._shown:
+        """Something was posted below the messages so far: they stay where they are as the record of the steps
+        before it (brought up to date once, without the text being written, which goes on below), and are
+        no longer the reply's."""
+        with self._lock:
+            lines = list(self._lines)
+        chunks = self._display(lines, "") or [self.adapter.render(UNUSED_TEXT)]
+        for index, shown in enumerate(self._shown):
+            chunk = chunks[index] if index < len(chunks) else self.adapter.render(UNUSED_TEXT)
+            if shown.text != chunk:
+                await self._edit(shown, chunk)
             await self.delivery.seal_stream(shown.row_id, shown.message_id)
         self._shown = []
         with self._lock:
-            del self._lines[:self._lines_shown]  # they stay in the sealed message; newer ones go below
-            self._lines_shown = 0
+            del self._lines[:len(lines)]  # they are in the sealed message; newer ones go below
 
     async def close(self) -> None:
         """The turn is over: stop showing (an edit under way finishes first). The final delivery follows."""
@@ -357,11 +364,6 @@ class LiveReply:
         if self._shown and self.delivery.posted(self.adapter.name, self.chat_id) != self._posted:
             await self._seal()  # the reply goes below what was posted meanwhile
 
-    def discard(self) -> None:
-        """However the turn ended: no task is left behind (idempotent, no waiting)."""
-        self._closing = True
-        self._wake.set()
-
     async def abandon(self, reason: str) -> None:
         """The turn ended without an answer. On shutdown the messages stay as they are (the turn resumes
         after the restart and ends in them); otherwise the newest says the turn was cut, and all are sealed."""
@@ -370,11 +372,7 @@ class LiveReply:
             return
         note = self.adapter.render(CUT_NOTES.get(reason, CUT_NOTES["stopped"]))
         newest = self._shown[-1]
-        self._closing = False  # for one last paced edit
-        try:
-            await self._edit(newest, f"{newest.text}\n\n{note}" if newest.text else note)
-        finally:
-            self._closing = True
+        await self._edit(newest, f"{newest.text}\n\n{note}" if newest.text else note)
         for shown in self._shown:
             await self.delivery.seal_stream(shown.row_id, shown.message_id)
         self._shown = []

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from gateway.config import parse_config, resolve_paths
-from gateway.platforms.base import Capabilities
+from gateway.platforms.base import Capabilities, InboundMessage, Source
 from gateway.runner import GatewayRunner
 from gateway.streaming import live as live_module
 from gateway.tables import outbox
-from tests.fakes.llm import FakeLLM, Reply, ToolCall
+from tests.fakes.llm import FakeLLM, Reply, ToolCall, ToolCalls
 from tests.fakes.telegram_api import FakeTelegram
 from tests.qa_channel import QAAdapter
 
@@ -240,3 +240,64 @@ async def test_a_restart_mid_stream_ends_with_the_reply_shown_exactly_once(start
     answer_rows = [r for r in rows if r["inbox_id"] is not None and r["status"] == "sent"]
     assert [r["platform_message_id"] for r in answer_rows] == [str(streamed.message_id)]
     assert await inbox_status(runner2) == ["done"]
+
+
+def shown(qa: QAAdapter) -> dict[str, str]:
+    """Each message the QA channel holds, by id, with its text after every edit."""
+    current = {s.message_id: s.text for s in qa.sent}
+    for _chat, message_id, text in qa.edits:
+        if text is not None:
+            current[message_id] = text
+    return current
+
+
+async def test_what_is_posted_mid_stream_seals_the_message_and_the_answer_comes_below_it(make_runner, fake_llm,
+                                                                                       tmp_path):
+    """An approval prompt posted while the reply streams: the message so far stays where it is (above the
+    prompt), and the answer is written below the prompt — never edited into a message above it."""
+    victim = tmp_path / "build"
+    victim.mkdir()
+    runner, qa = await make_runner({"tools": {"terminal": {"cwd": str(tmp_path)}}})
+    fake_llm.script(
+        ToolCalls([ToolCall("terminal", {"command": f"rm -rf {victim}"})], text="Let me clean up first.",
+                  chunks=["Let ", "me ", "clean ", "up ", "first."], chunk_delay=0.4),
+        Reply("Cleaned up, all done.", delay=2.0),
+    )
+    await qa.say("clean up")
+    await qa.wait_for(lambda _t: any(s.message.buttons for s in qa.sent), timeout=20)
+    streamed, prompt = qa.sent[0], next(s for s in qa.sent if s.message.buttons)
+    assert "Let me clean" in shown(qa)[streamed.message_id] and streamed.message_id != prompt.message_id
+    await qa.click(f"ap:{prompt.message.buttons[0].id.split(':')[1]}:o")
+    await until(lambda: "Cleaned up, all done." in shown(qa).values(), timeout=20)
+    await asyncio.sleep(0.3)
+    order = [s.message_id for s in qa.sent]
+    answer = next(mid for mid, text in shown(qa).items() if text == "Cleaned up, all done.")
+    assert order.index(answer) > order.index(prompt.message_id)  # below the prompt
+    # The message above the prompt stays as the record of the step that led to it.
+    assert shown(qa)[streamed.message_id].startswith("- running `rm -rf ")
+    assert not victim.exists()
+    rows = await runner.store.run_read(lambda conn: conn.execute(outbox.select()).mappings().all())
+    assert sorted(r["status"] for r in rows if r["inbox_id"] is not None) == ["sealed", "sent"]
+
+
+async def test_a_stream_message_whose_send_was_not_recorded_is_made_the_answer_where_the_platform_dedups(
+        make_runner):
+    """The crash fell between a stream's send and its record: the outbox says ``sending``, the web chat already
+    shows the message half-written. Recovery sends the chunk again under the same key (the web chat hands the
+    same message back) and edits it to the answer: one message, the whole answer."""
+    runner, _qa = await make_runner({"platforms": {"web": {"enabled": True}}})
+    web = runner.adapters["web"]
+    msg = InboundMessage(Source("web", "c9", "owner"), "tell me", "c9/q1", received_at=1.0)
+    row = await runner.store.inbox_add("web", "c9/q1", "web:dm:c9", msg.to_dict(), owner="gone-host:1:1:x",
+                                       lease_until=1.0)
+    await runner.store.inbox_set(row, "replied", reply="The **whole** answer.")
+    key = "herald-0123456789abcdef0123456789abcdef"
+    await runner.store.outbox_begin(row, "web", "c9", 0, key=key)  # the stream's message, never recorded as out
+    await runner.store.chat_log_add("web", "c9", f"a-{key}", "assistant", "The who", None)
+    assert await runner.recovery.recover(web) == 1
+    deadline = time.monotonic() + 10
+    while (await runner.store.inbox_get(row))["status"] != "done":
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    log = [r for r in await runner.store.chat_log_list("web", "c9") if r["role"] == "assistant"]
+    assert [(r["message_id"], r["text"]) for r in log] == [(f"a-{key}", "The **whole** answer.")]

@@ -6,16 +6,17 @@ client is thread-safe), so a call costs one HTTP request and no set-up.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import openai
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat import ChatCompletion
 
 from agent_core.errors import (
     RETRYABLE_KINDS,
@@ -257,32 +258,46 @@ class LLMClient:
         parts: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         saw_choice = False
+        # The server-sent events are read here, as plain dicts, to the end of the body: the SDK's iterator
+        # builds a pydantic model per chunk and stops reading at [DONE], which closes the connection instead of
+        # reusing it (measured: 2-3 ms of CPU and a new TCP connection per reply).
         with client.post("/chat/completions", body={**kwargs, "stream": True}, cast_to=ChatCompletion,
-                         stream=True, stream_cls=openai.Stream[ChatCompletionChunk]) as stream:
-            for chunk in stream:
+                         stream=True, stream_cls=openai.Stream[object]) as stream:
+            for chunk in _sse_json(stream.response.iter_lines()):
                 if interrupt is not None and interrupt.is_set():
                     raise LLMError("interrupted", "interrupted during generation")
-                if not chunk.choices:
+                if not isinstance(chunk, dict):
+                    continue
+                if chunk.get("error"):
+                    error = chunk["error"]
+                    message = error.get("message") if isinstance(error, dict) else str(error)
+                    raise LLMError("server", f"the stream reported an error: {message}")
+                choices = chunk.get("choices")
+                if not choices or not isinstance(choices[0], dict):
                     continue
                 saw_choice = True
-                delta = chunk.choices[0].delta
-                if delta.content:
-                    parts.append(delta.content)
+                delta = choices[0].get("delta") or {}
+                content = delta.get("content")
+                if content and isinstance(content, str):
+                    parts.append(content)
                     if on_text is not None:
-                        on_text(delta.content)
-                for tc in delta.tool_calls or ():
+                        on_text(content)
+                for tc in delta.get("tool_calls") or ():
+                    if not isinstance(tc, dict):
+                        continue
                     slot = calls.setdefault(
-                        tc.index, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
+                        tc.get("index", 0), {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
                     )
-                    if tc.id:
-                        slot["id"] = tc.id
-                    fn = tc.function
-                    if fn is not None:
+                    if tc.get("id"):
+                        slot["id"] = tc["id"]
+                    fn = tc.get("function")
+                    if isinstance(fn, dict):
                         # Servers differ: some send the name once, some repeat it in every delta.
-                        if fn.name and fn.name != slot["function"]["name"]:
-                            slot["function"]["name"] += fn.name
-                        if fn.arguments:
-                            slot["function"]["arguments"] += fn.arguments
+                        name, arguments = fn.get("name"), fn.get("arguments")
+                        if name and name != slot["function"]["name"]:
+                            slot["function"]["name"] += name
+                        if arguments:
+                            slot["function"]["arguments"] += arguments
         if not saw_choice:
             raise LLMError("server", "the stream ended without a choice")
         out: dict[str, Any] = {"role": "assistant", "content": "".join(parts) or None}
@@ -291,3 +306,27 @@ class LLMClient:
             for n, call in enumerate(out["tool_calls"]):
                 call["id"] = call["id"] or f"call_{n}"
         return out
+
+
+def _sse_json(lines: Iterator[str]) -> Iterator[Any]:
+    """The JSON payload of each server-sent event (``data:`` lines; ``[DONE]`` and comments skipped), reading
+    every line to the end of the body."""
+    data: list[str] = []
+    for line in lines:
+        if line.startswith("data:"):
+            data.append(line[6:] if line.startswith("data: ") else line[5:])
+            continue
+        if line or not data:
+            continue  # another field (event:, id:, a comment), or a blank line with nothing pending
+        payload, data = "\n".join(data), []
+        if not payload.startswith("[DONE]"):
+            yield _json_or_error(payload)
+    if data and not data[0].startswith("[DONE]"):
+        yield _json_or_error("\n".join(data))
+
+
+def _json_or_error(payload: str) -> Any:
+    try:
+        return json.loads(payload)
+    except ValueError:
+        raise LLMError("server", "the stream sent a chunk that is not JSON") from None

@@ -97,3 +97,20 @@ async def test_a_broken_text_callback_does_not_fail_the_turn(tmp_path):
         result = await asyncio.to_thread(agent.run, "sys", [], "hi", threading.Event(), TurnCallbacks(on_text=broken),
                                          ctx)
         assert result.status == "ok" and result.text == "still answered"
+
+
+def test_server_sent_events_are_read_to_the_end_as_json():
+    from agent_core.llm import _sse_json
+
+    lines = [": keep-alive", "", "event: message", 'data: {"a": 1}', "", 'data: {"b":', 'data: 2}', "",
+             "data: [DONE]", "", 'data: {"late": true}']
+    assert list(_sse_json(iter(lines))) == [{"a": 1}, {"b": 2}, {"late": True}]
+
+
+async def test_a_streamed_reply_reuses_the_connection():
+    """Each streamed reply is read to its end, so the next request goes over the same connection."""
+    async with FakeLLM() as fake:
+        llm = client(fake.base_url)
+        for _ in range(3):
+            await asyncio.to_thread(llm.complete, MSGS, None, None, on_text=lambda _p: None)
+        assert len(fake.peers) == 3 and len(set(fake.peers)) == 1

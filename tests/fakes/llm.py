@@ -204,6 +204,7 @@ class FakeLLM:
         self.responder: Callable[[dict[str, Any]], Step] = directive_responder
         self.requests: list[dict[str, Any]] = []
         self.auth_headers: list[str | None] = []
+        self.peers: list[Any] = []  # each request's client address: one per connection the client opened
         # deque append/popleft are atomic, so FakeLLMThread can script from another thread.
         self._steps: collections.deque[Step] = collections.deque()
         self._ids = itertools.count(1)
@@ -274,6 +275,7 @@ class FakeLLM:
         auth = request.headers.get("Authorization")
         self.requests.append(body)
         self.auth_headers.append(auth)
+        self.peers.append(request.transport.get_extra_info("peername") if request.transport else None)
         if self.api_key is not None and auth != f"Bearer {self.api_key}":
             step: Step = Error(401, message="Incorrect API key provided.", code="invalid_api_key")
         else:

@@ -269,7 +269,8 @@ async def test_what_is_posted_mid_stream_seals_the_message_and_the_answer_comes_
     assert "Let me clean" in shown(qa)[streamed.message_id] and streamed.message_id != prompt.message_id
     await qa.click(f"ap:{prompt.message.buttons[0].id.split(':')[1]}:o")
     await until(lambda: "Cleaned up, all done." in shown(qa).values(), timeout=20)
-    await asyncio.sleep(0.3)
+    while await inbox_status(runner) != ["done"]:  # the final edit may wait its turn after a streamed one
+        await asyncio.sleep(0.05)
     order = [s.message_id for s in qa.sent]
     answer = next(mid for mid, text in shown(qa).items() if text == "Cleaned up, all done.")
     assert order.index(answer) > order.index(prompt.message_id)  # below the prompt

@@ -62,5 +62,5 @@ class Streams:
         if not (self.cfg.streaming and adapter.capabilities.edits) or item.msg.reply_handle:
             return NO_LIVE
         return LiveReply(adapter, self.delivery, item, self.interval(adapter), lambda: self.verbose(key),
-                         self._describe, self._secret_values(), asyncio.get_running_loop(),
+                         self._describe, self._secret_values, asyncio.get_running_loop(),
                          lambda: self._waiting(key))

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,7 +60,7 @@ class _Shown:
 
 class LiveReply:
     def __init__(self, adapter: PlatformAdapter, delivery: Delivery, item: Accepted, interval: float,
-                 verbose: Callable[[], str], describe: Callable[[str], Any], secret_values: Iterable[str],
+                 verbose: Callable[[], str], describe: Callable[[str], Any], secret_values: Callable[[], list[str]],
                  loop: asyncio.AbstractEventLoop, waiting: Callable[[], bool] = lambda: False) -> None:
         self.adapter = adapter
         self.delivery = delivery
@@ -69,7 +69,7 @@ class LiveReply:
         self._describe = describe  # tool name -> the tool (its ``progress``), or None
         self._waiting = waiting  # a person is being asked (an approval prompt is up)
         self._quiet_until = 0.0
-        self._secrets = list(secret_values)
+        self._secret_values = secret_values  # read when a progress line is made (rarely), not per turn
         self._loop = loop
         source = item.msg.source
         self.chat_id = source.chat_id
@@ -92,6 +92,7 @@ class LiveReply:
         self._shown_version = 0
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
         self._closing = False
         self.disabled = False  # the platform refused: the final reply goes out as usual
         self.opened = False  # a message was (or had been, before a restart) opened for this reply
@@ -154,7 +155,7 @@ class LiveReply:
         fn = call.get("function") or {}
         name = str(fn.get("name") or "")
         tool = self._describe(name)
-        return tool_line(name, fn.get("arguments"), getattr(tool, "progress", None), self._secrets)
+        return tool_line(name, fn.get("arguments"), getattr(tool, "progress", None), self._secret_values())
 
     def _start_next_call(self) -> None:
         if self._waiting_calls:
@@ -198,9 +199,17 @@ class LiveReply:
     def _on_change(self) -> None:
         if self._closing or self.disabled:
             return
-        if self._task is None:
+        if self._task is not None:
+            self._wake.set()
+        elif self._timer is None:
+            # A timer, not a task, until there is something to show: a quick reply costs no more than this.
+            first = self._first_at if self._first_at is not None else time.monotonic()
+            self._timer = self._loop.call_later(max(0.0, first + OPEN_AFTER - time.monotonic()), self._start)
+
+    def _start(self) -> None:
+        self._timer = None
+        if not (self._closing or self.disabled):
             self._task = self._loop.create_task(self._run(), name=f"stream:{self.inbox_id}")
-        self._wake.set()
 
     def _take(self) -> tuple[int, list[Line], str]:
         with self._lock:
@@ -212,9 +221,6 @@ class LiveReply:
         try:
             if self._adopting:
                 self.adopt(await self.delivery.store.outbox_chunks(self.inbox_id))
-            first = self._first_at if self._first_at is not None else time.monotonic()
-            if await self._idle(first + OPEN_AFTER - time.monotonic()):
-                return
             while not self._closing and not self.disabled:
                 if self._waiting():
                     self._quiet_until = time.monotonic() + OPEN_AFTER
@@ -359,6 +365,9 @@ class LiveReply:
         """The turn is over: stop showing (an edit under way finishes first). The final delivery follows."""
         self._closing = True
         self._wake.set()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._task is not None:
             await asyncio.shield(self._task)
         if self._shown and self.delivery.posted(self.adapter.name, self.chat_id) != self._posted:

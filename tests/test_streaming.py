@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -88,6 +89,13 @@ def spacing(times: list[float]) -> list[float]:
 async def inbox_status(runner: GatewayRunner) -> list[str]:
     rows = await runner.store.run_read(lambda conn: conn.exec_driver_sql("select status from inbox").all())
     return [r[0] for r in rows]
+
+
+async def until_inbox(runner: GatewayRunner, statuses: list[str], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while (found := await inbox_status(runner)) != statuses:
+        assert time.monotonic() < deadline, found
+        await asyncio.sleep(0.05)
 
 
 ANSWER = ("Here is the **plan**, written as it comes: first we look at `the logs`, then we decide what to change, "
@@ -269,8 +277,7 @@ async def test_what_is_posted_mid_stream_seals_the_message_and_the_answer_comes_
     assert "Let me clean" in shown(qa)[streamed.message_id] and streamed.message_id != prompt.message_id
     await qa.click(f"ap:{prompt.message.buttons[0].id.split(':')[1]}:o")
     await until(lambda: "Cleaned up, all done." in shown(qa).values(), timeout=20)
-    while await inbox_status(runner) != ["done"]:  # the final edit may wait its turn after a streamed one
-        await asyncio.sleep(0.05)
+    await until_inbox(runner, ["done"])  # the final edit may wait its turn after a streamed one
     order = [s.message_id for s in qa.sent]
     answer = next(mid for mid, text in shown(qa).items() if text == "Cleaned up, all done.")
     assert order.index(answer) > order.index(prompt.message_id)  # below the prompt
@@ -302,3 +309,39 @@ async def test_a_stream_message_whose_send_was_not_recorded_is_made_the_answer_w
         await asyncio.sleep(0.05)
     log = [r for r in await runner.store.chat_log_list("web", "c9") if r["role"] == "assistant"]
     assert [(r["message_id"], r["text"]) for r in log] == [(f"a-{key}", "The **whole** answer.")]
+
+
+def test_progress_lines_follow_the_verbose_setting_and_mask_secrets():
+    from gateway.streaming.progress import MAX_LINES, compose, tool_line
+    from tools.registry import load_builtin_tools, registry
+
+    load_builtin_tools()
+    terminal = registry.get("terminal")
+    secret = "s3cr3t-v4lue-123"
+    line = tool_line("terminal", json.dumps({"command": f"curl -H 'X-Key: {secret}' https://x"}), terminal.progress,
+                     [secret])
+    assert line.startswith("running `curl") and secret not in line and "[REDACTED]" in line
+    assert tool_line("read_file", {"path": "README.md"}, registry.get("read_file").progress, []) == \
+        "reading `README.md`"
+    assert tool_line("memory", "{not json", None, []) == "using `memory`"
+    lines = [("text", "Let me **look**."), ("tool", "running `ls`…"), ("tool", "reading `a.txt`")]
+    assert compose(lines, "The answer", "off") == "The answer"
+    assert compose(lines, "The answer", "tools") == "- running `ls`…\n- reading `a.txt`\n\nThe answer"
+    assert compose(lines, "", "all") == "- 💬 Let me look.\n- running `ls`…\n- reading `a.txt`"
+    many = [("tool", f"step {i}") for i in range(MAX_LINES + 3)]
+    shown = compose(many, "", "tools").splitlines()
+    assert shown[0] == "- … 3 earlier step(s)" and shown[-1] == f"- step {MAX_LINES + 2}"
+    assert len(shown) == MAX_LINES + 1
+
+
+async def test_stop_mid_stream_says_so_on_the_message_and_sends_no_answer(make_runner, fake_llm):
+    runner, qa = await make_runner()
+    fake_llm.script(Reply.streamed(pieces("A long answer that will be cut off before its end. " * 4, 20), 0.3))
+    await qa.say("go on")
+    await until(lambda: qa.sent and qa.edits, timeout=20)
+    await qa.say("/stop")
+    await until(lambda: any("(stopped)" in (text or "") for _c, _m, text in qa.edits), timeout=10)
+    await until_inbox(runner, ["cancelled", "done"])
+    streamed = qa.sent[0]
+    assert shown(qa)[streamed.message_id].endswith("⏹ _(stopped)_")
+    assert [s.text for s in qa.sent[1:]] == ["⏹ Stopped."]  # no answer sent after it

@@ -361,7 +361,7 @@ class LiveReply:
         with self._lock:
             del self._lines[:len(lines)]  # they are in the sealed message; newer ones go below
 
-    async def close(self) -> None:
+    async def close(self, seal: bool = True) -> None:
         """The turn is over: stop showing (an edit under way finishes first). The final delivery follows."""
         self._closing = True
         self._wake.set()
@@ -370,13 +370,14 @@ class LiveReply:
             self._timer = None
         if self._task is not None:
             await asyncio.shield(self._task)
-        if self._shown and self.delivery.posted(self.adapter.name, self.chat_id) != self._posted:
+        if seal and self._shown and self.delivery.posted(self.adapter.name, self.chat_id) != self._posted:
             await self._seal()  # the reply goes below what was posted meanwhile
 
     async def abandon(self, reason: str) -> None:
         """The turn ended without an answer. On shutdown the messages stay as they are (the turn resumes
-        after the restart and ends in them); otherwise the newest says the turn was cut, and all are sealed."""
-        await self.close()
+        after the restart and ends in them); otherwise the newest says the turn was cut, and all are sealed as
+        they are (no answer will follow them)."""
+        await self.close(seal=False)
         if reason == "shutdown" or not self._shown:
             return
         note = self.adapter.render(CUT_NOTES.get(reason, CUT_NOTES["stopped"]))

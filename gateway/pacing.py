@@ -2,7 +2,9 @@
 and by delivery, so a rate limit met anywhere in a chat slows that chat only.
 
 Spacing is measured from when an edit *finished* (its answer came back) to when the next one starts, so the
-platform sees the edits at least ``interval`` apart whatever the network did to either request.
+platform sees the edits at least ``interval`` apart whatever the network did to either request. A rate limit
+also doubles the chat's spacing (up to ``MAX_SLOWDOWN`` times), until a minute passes without another: a
+Telegram group allows 20 messages a minute, which no fixed interval short enough for a private chat keeps.
 """
 
 from __future__ import annotations
@@ -13,12 +15,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 MAX_CHATS = 10_000
+MAX_SLOWDOWN = 8.0
+SLOWDOWN_FOR = 60.0  # seconds without a rate limit before a chat's spacing is back to normal
 
 
 @dataclass(slots=True)
 class _Pace:
     last: float = float("-inf")  # when the chat's latest edit (or stream message) finished
     not_before: float = float("-inf")  # a rate limit's end
+    slowdown: float = 1.0  # the interval is multiplied by this after rate limits
+    limited_at: float = float("-inf")  # the latest rate limit
 
 
 class ChatPacer:
@@ -38,7 +44,8 @@ class ChatPacer:
     def _forget_idle(self) -> None:
         # A chat not edited for a minute and not rate limited has nothing worth remembering.
         now = self.clock()
-        for key in [k for k, p in self._chats.items() if p.last < now - 60 and p.not_before < now]:
+        for key in [k for k, p in self._chats.items()
+                    if p.last < now - 60 and p.not_before < now and p.limited_at < now - SLOWDOWN_FOR]:
             del self._chats[key]
 
     def ready_at(self, platform: str, chat_id: str, interval: float) -> float:
@@ -46,7 +53,7 @@ class ChatPacer:
         pace = self._chats.get((platform, chat_id))
         if pace is None:
             return float("-inf")
-        return max(pace.last + interval, pace.not_before)
+        return max(pace.last + interval * pace.slowdown, pace.not_before)
 
     async def wait(self, platform: str, chat_id: str, interval: float) -> None:
         """Until the chat may be edited again (a rate limit met meanwhile makes it longer)."""
@@ -58,9 +65,16 @@ class ChatPacer:
 
     def done(self, platform: str, chat_id: str) -> None:
         """An edit (or a stream's new message) of the chat just finished."""
-        self._pace(platform, chat_id).last = self.clock()
+        pace = self._pace(platform, chat_id)
+        pace.last = self.clock()
+        if pace.slowdown > 1 and pace.last - pace.limited_at > SLOWDOWN_FOR:
+            pace.slowdown = 1.0
 
     def backoff(self, platform: str, chat_id: str, retry_after: float) -> None:
         """The platform said to wait: nothing is edited in this chat before that."""
         pace = self._pace(platform, chat_id)
-        pace.not_before = max(pace.not_before, self.clock() + max(retry_after, 0.0))
+        now = self.clock()
+        pace.not_before = max(pace.not_before, now + max(retry_after, 0.0))
+        if now - pace.limited_at > 0.5:  # one rate limit, not each request that met the same one
+            pace.slowdown = min(pace.slowdown * 2, MAX_SLOWDOWN)
+        pace.limited_at = now

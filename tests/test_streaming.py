@@ -202,9 +202,10 @@ async def test_a_429_on_an_edit_slows_only_that_chat(start_tg, fake_tg, fake_llm
     assert len(fake_tg.faulted) == 1
     hit = fake_tg.faulted[0][0]
     alice, bob = fake_tg.sent_to(ALICE)[0], fake_tg.sent_to(BOB)[0]
-    # Alice's chat waits out the 429 (nothing edited there for 3 s) ...
+    # Alice's chat waits out the 429 (nothing edited there for 3 s), then goes on at half the pace ...
     assert not [at for at, _t, _e in alice.edit_log if hit < at < hit + 3]
     assert alice.edit_log and alice.edit_log[0][0] >= hit + 3
+    assert len(alice.edit_log) >= 2 and min(spacing([at for at, _t, _e in alice.edit_log])) >= 2 * INTERVAL
     # ... while Bob's stream goes on at its pace meanwhile.
     assert len([at for at, _t, _e in bob.edit_log if hit < at < hit + 3]) >= 2
     assert min(spacing([bob.monotonic] + [at for at, _t, _e in bob.edit_log])) >= INTERVAL

@@ -41,6 +41,10 @@ def _no_steps(_messages: list[dict[str, Any]]) -> None:
     return None
 
 
+def _nothing() -> None:
+    return None
+
+
 class StepRefused(Exception):
     """Raised by ``on_step`` when the turn may not go on (it was stopped, or its steps can't be stored)."""
 
@@ -60,6 +64,26 @@ class TurnCallbacks:
     # a call fails for context length with the error; returns the messages to go on with (system prompt
     # first, the older part summarised) or None to go on unchanged. May raise StepRefused.
     compact: Compactor | None = None
+    # Set: the model's answers are streamed, and each piece of text is passed on as it arrives (a gateway
+    # shows the reply as it is written). ``on_text_restart``: the current model call's text so far is void
+    # (a retry or a fallback starts it over). A model call's text ends with its on_step (tool calls
+    # follow) or with the turn (the answer). Neither changes the result.
+    on_text: Callable[[str], None] | None = None
+    on_text_restart: Callable[[], None] = field(default=_nothing)
+
+
+def _guarded(fn: Callable[..., None] | None) -> Callable[..., None] | None:
+    """``fn``, with its failures logged: a broken display must not fail the user's turn."""
+    if fn is None:
+        return None
+
+    def call(*args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception:
+            log.exception("turn callback failed")
+
+    return call
 
 
 def unanswered_calls(messages: list[dict[str, Any]]) -> list[str]:
@@ -115,6 +139,7 @@ class Agent:
                 log.exception("on_activity callback failed")
 
         ctx.extras["on_activity"] = activity
+        on_text, on_restart = _guarded(callbacks.on_text), _guarded(callbacks.on_text_restart)
         names = self.tool_names if self.tool_names is not None else self.registry.names(ctx.config)
         allowed = frozenset(names)
         tools = self.registry.schemas(names) or None
@@ -163,7 +188,11 @@ class Agent:
                 request = messages
                 activity(f"model call {iterations + 1}")
             try:
-                reply = self.llm.complete(request, None if grace else tools, interrupt)
+                if on_text is None:
+                    reply = self.llm.complete(request, None if grace else tools, interrupt)
+                else:
+                    reply = self.llm.complete(request, None if grace else tools, interrupt, on_text=on_text,
+                                              on_restart=on_restart)
             except LLMError as exc:
                 if exc.kind == "interrupted":
                     return interrupted()

@@ -122,6 +122,19 @@ class AgentConfig(_Model):
     memory_max_chars: int = Field(default=2000, ge=0, le=100_000)
 
 
+class DisplayConfig(_Model):
+    """How replies appear while they are written (gateway/streaming/)."""
+
+    # On platforms that can edit messages the reply is shown as the model writes it: one message, edited
+    # at most this often (and never more often than the platform's own minimum allows).
+    stream_edit_interval: float = Field(default=1.2, ge=0.1, le=60)
+    # false: the final reply only, everywhere (for a model endpoint that cannot stream).
+    streaming: bool = True
+    # Progress lines while tools run, for sessions that did not choose with /verbose: off | tools | all
+    # (all: also the model's text between tool calls).
+    verbose: Literal["off", "tools", "all"] = "tools"
+
+
 class GatewayConfig(_Model):
     busy_mode: Literal["queue", "interrupt"] = "queue"
     max_queue: int = Field(default=20, ge=1, le=10_000)
@@ -312,6 +325,7 @@ class Config(_Model):
     model: ModelConfig = Field(default_factory=ModelConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    display: DisplayConfig = Field(default_factory=DisplayConfig)
     sessions: SessionsConfig = Field(default_factory=SessionsConfig)
     database: DatabaseConfig = Field(default_factory=DatabaseConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)

@@ -6,6 +6,10 @@ each is written ``sending`` before the send and ``sent`` (with every id the plat
 restart mid-delivery skips what was sent and knows which chunk may or may not be out. Such a chunk is sent
 again with the same idempotency key — a platform that de-duplicates with it shows it once; elsewhere the
 user is told first that it may repeat.
+
+A streamed reply (gateway/streaming/) opens its messages here too (``open_stream``: outbox ``sending`` ->
+``streamed`` with the message's id); the final delivery edits each streamed message into the chunk of its
+index instead of sending it, so the reply is shown once whether or not a restart came in between.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import structlog
 
 from gateway.logs import redact
 from gateway.metrics import NULL_METRICS, Metrics
+from gateway.pacing import ChatPacer
 from gateway.platforms.base import (
     FormattingError,
     OutboundMessage,
@@ -37,6 +42,8 @@ log = structlog.get_logger("herald.delivery")
 
 MAYBE_REPEATED = ("↻ Herald restarted while sending my answer; the next part may repeat one you already "
                   "have.")
+# What a streamed message the final reply does not need (it came out shorter than the stream) is edited to.
+UNUSED_STREAM_TEXT = "⋯"
 
 
 @dataclass
@@ -68,6 +75,9 @@ class Delivery:
         self.base_delay = base_delay
         self.max_delay = max_delay
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self.pacer = ChatPacer()
+        # Messages sent per chat: a streamed reply that sees this move knows something was posted below it.
+        self._posted: dict[tuple[str, str], int] = {}
 
     def _lock(self, platform: str, chat_id: str) -> asyncio.Lock:
         key = (platform, chat_id)
@@ -79,12 +89,23 @@ class Delivery:
             lock = self._locks[key] = asyncio.Lock()
         return lock
 
+    def posted(self, platform: str, chat_id: str) -> int:
+        return self._posted.get((platform, chat_id), 0)
+
+    def _count_post(self, platform: str, chat_id: str) -> None:
+        if len(self._posted) > 10_000:
+            self._posted.clear()  # a stream that then sees its chat "changed" only starts a new message
+        key = (platform, chat_id)
+        self._posted[key] = self._posted.get(key, 0) + 1
+
     async def deliver(self, adapter: PlatformAdapter, chat_id: str, out: OutboundMessage,
-                      inbox_id: int | None = None, resume: bool = False, finish_inbox: bool = False, *,
-                      ref: str | None = None, guard: Callable[[Any], bool] | None = None) -> DeliveryReport:
+                      inbox_id: int | None = None, resume: bool = False, finish_inbox: bool = False,
+                      edit_interval: float = 0.0, *, ref: str | None = None,
+                      guard: Callable[[Any], bool] | None = None) -> DeliveryReport:
         """Send ``out``. With ``inbox_id`` it is the answer to that message (with ``ref``, a delivery of its own
         that must not repeat either): chunks go through the outbox and ``resume`` carries on from what it
-        records. Each chunk is begun only while this instance owns the delivery (the inbox row, or what
+        records (a streamed message is edited into its chunk, at most once per ``edit_interval`` in the
+        chat). Each chunk is begun only while this instance owns the delivery (the inbox row, or what
         ``guard`` checks); ``NotExpected`` when another instance took it over.
 
         With ``finish_inbox`` the inbox row becomes done (or failed) in the same commit as the last chunk.
@@ -101,6 +122,8 @@ class Delivery:
             last = len(chunks) - 1
             for index, chunk in enumerate(chunks):
                 row = state.get(index)
+                if row is not None and row["status"] == "sealed":
+                    row = None  # a streamed message left where it was: this chunk is sent anew
                 if row is not None and row["status"] == "sent":
                     if finish and index == last:
                         await self.store.inbox_set(inbox_id, "done", expected="replied")  # type: ignore[arg-type]
@@ -110,19 +133,32 @@ class Delivery:
                     reply_to=out.reply_to if index == 0 else None, thread_id=out.thread_id,
                     reply_handle=out.reply_handle, ephemeral=out.ephemeral,
                 )
+                reuse = row["id"] if row is not None else None
+                if row is not None and row["status"] == "streamed" and row.get("platform_message_id"):
+                    ids = await self._finish_streamed(adapter, chat_id, chunk, piece, row, edit_interval)
+                    if ids is not None:
+                        report.message_ids.extend(ids)
+                        await self._record(row["id"], inbox_id, adapter.name, chat_id, index, ids, "sent", None,
+                                           "done" if finish and index == last else None)
+                        continue
+                    row = None  # the message is gone: the chunk goes out as a new one, under a new key
                 key = chunk_key(row, inbox_id, index) if durable else uuid.uuid4().hex
                 row_id = None
                 if durable:
                     if row is not None and row["status"] == "sending" and not caps.idempotent_send:
                         await self._notice(adapter, chat_id, out)
                     row_id = await self.store.outbox_begin(
-                        inbox_id, adapter.name, chat_id, index, key=key, ref=ref, guard=guard,
-                        row_id=row["id"] if row is not None else None)
+                        inbox_id, adapter.name, chat_id, index, key=key, ref=ref, guard=guard, row_id=reuse)
                     if row_id is None:
                         raise NotExpected(f"the delivery of {ref or f'inbox row {inbox_id}'} was taken over by "
                                           "another instance")
                 try:
                     ids = await self._send_one(adapter, chat_id, chunk, piece, key)
+                    if (row is not None and row["status"] == "sending" and caps.idempotent_send
+                            and caps.edits and ids):
+                        # The platform may have handed back the message a stream opened under this key before
+                        # the restart, still showing the reply half-written: it gets the chunk's text.
+                        await self._send_one(adapter, chat_id, chunk, piece, key, edit_id=ids[0])
                 except PermanentError as exc:
                     # Stored and shown (outbox, cron run rows, CLIs): an SDK error can quote a URL with the token.
                     report.failed, report.error = True, redact(str(exc))
@@ -134,8 +170,63 @@ class Delivery:
                 report.message_ids.extend(ids)
                 await self._record(row_id, inbox_id, adapter.name, chat_id, index, ids, "sent", None,
                                    "done" if finish and index == last else None)
+            for index, row in sorted(state.items()):
+                if index > last and row["status"] == "streamed":
+                    await self._unused_stream(adapter, chat_id, row, out)
         self.metrics.delivered(adapter.name, True)
         return report
+
+    async def _finish_streamed(self, adapter: PlatformAdapter, chat_id: str, chunk: str, piece: OutboundMessage,
+                               row: Mapping[str, Any], interval: float) -> list[str] | None:
+        """Edit a streamed message into its final chunk: its id, or None when it can no longer be edited
+        (deleted meanwhile) and the chunk must be sent instead."""
+        message_id = str(row["platform_message_id"]).split(" ")[0]
+        await self.pacer.wait(adapter.name, chat_id, interval)
+        try:
+            await self._send_one(adapter, chat_id, chunk, piece, "", edit_id=message_id)
+        except PermanentError as exc:
+            log.info("stream_edit_failed", platform=adapter.name, chat_id=chat_id, error=redact(str(exc)))
+            return None
+        finally:
+            self.pacer.done(adapter.name, chat_id)
+        return [message_id]
+
+    async def _unused_stream(self, adapter: PlatformAdapter, chat_id: str, row: Mapping[str, Any],
+                             out: OutboundMessage) -> None:
+        message_id = str(row["platform_message_id"]).split(" ")[0]
+        try:
+            await self._send_one(adapter, chat_id, adapter.render(UNUSED_STREAM_TEXT),
+                                 OutboundMessage(UNUSED_STREAM_TEXT, thread_id=out.thread_id), "", edit_id=message_id)
+        except PermanentError:
+            pass
+        await self.store.outbox_finish(row["id"], "sealed", [message_id], None, None, None)
+
+    async def open_stream(self, adapter: PlatformAdapter, chat_id: str, text: str, piece: OutboundMessage,
+                          inbox_id: int, index: int) -> tuple[int, str, int]:
+        """A streamed reply's message ``index``: recorded ``sending`` before it goes out and ``streamed`` with its
+        id after. Returns (outbox row, message id, the chat's post count after it). Raises ``DeliveryError``."""
+        key = chunk_key(None, inbox_id, index)
+        async with self._lock(adapter.name, chat_id):
+            row_id = await self.store.outbox_begin(inbox_id, adapter.name, chat_id, index, key=key)
+            try:
+                ids = await self._send_one(adapter, chat_id, text, piece, key, retry=False, count=False)
+            except BaseException:
+                self.pacer.done(adapter.name, chat_id)  # the next attempt waits its turn
+                # Sealed, not failed: the final chunk must not reuse this key (an idempotent platform would
+                # hand back whatever the attempt left, half-written).
+                await asyncio.shield(self.store.outbox_finish(row_id, "sealed", [], "stream message not sent",
+                                                              None, None))
+                raise
+            if not ids:
+                await self.store.outbox_finish(row_id, "sealed", [], "no message id", None, None)
+                raise PermanentError("the platform gave the message no id")
+            await self.store.outbox_finish(row_id, "streamed", ids[:1], None, None, None)
+            self.pacer.done(adapter.name, chat_id)
+            return row_id, ids[0], self.posted(adapter.name, chat_id)
+
+    async def seal_stream(self, row_id: int, message_id: str) -> None:
+        """A streamed message stays as it is and is no longer a chunk of the reply."""
+        await self.store.outbox_finish(row_id, "sealed", [message_id], None, None, None)
 
     async def _record(self, row_id: int | None, inbox_id: int | None, platform: str, chat_id: str, index: int,
                       ids: list[str], status: str, error: str | None, finish_inbox: str | None) -> None:
@@ -153,13 +244,22 @@ class Delivery:
             log.warning("delivery_notice_failed", platform=adapter.name, chat_id=chat_id, error=str(exc))
 
     async def _send_one(self, adapter: PlatformAdapter, chat_id: str, chunk: str, piece: OutboundMessage,
-                        key: str) -> list[str]:
+                        key: str, *, edit_id: str | None = None, retry: bool = True, count: bool = True) -> list[str]:
+        """Send ``chunk`` (or, with ``edit_id``, put it into that message), retried as errors allow; with
+        ``retry`` False a rate limit or a transient error is raised at once. ``count``: the message is
+        counted as posted in the chat (a stream's own messages are not: two replies streaming in one chat
+        must not keep starting new messages below each other)."""
         attempt = 0
         plain = False
         while True:
             attempt += 1
             try:
+                if edit_id is not None:
+                    await adapter.edit(chat_id, edit_id, chunk, piece.buttons, thread_id=piece.thread_id)
+                    return [edit_id]
                 ids = await adapter.send(chat_id, chunk, piece, idempotency_key=key)
+                if count:
+                    self._count_post(adapter.name, chat_id)
                 return list(ids)
             except FormattingError:
                 if plain:
@@ -172,11 +272,16 @@ class Delivery:
                                         ephemeral=piece.ephemeral)
                 attempt -= 1
             except RateLimited as exc:
+                self.pacer.backoff(adapter.name, chat_id, exc.retry_after)
+                if not retry:
+                    raise
                 if attempt >= self.max_attempts * 2:
                     raise PermanentError(f"still rate limited after {attempt} attempts") from exc
                 log.info("rate_limited", platform=adapter.name, chat_id=chat_id, retry_after=exc.retry_after)
                 await asyncio.sleep(max(exc.retry_after, 0.05))
             except TransientError as exc:
+                if not retry:
+                    raise
                 if attempt >= self.max_attempts:
                     raise PermanentError(f"gave up after {attempt} attempts: {exc}") from exc
                 delay = min(self.max_delay, self.base_delay * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)

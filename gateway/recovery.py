@@ -55,13 +55,14 @@ class Recovery:
             msg = InboundMessage.from_dict(row["payload"])
             command = command_of(msg, row["owner"] is None, self.commands)
             if row["status"] == "replied" and row["reply"] is not None:
-                item = Accepted(row["id"], msg, row["session_key"], resume_reply=row["reply"])
+                item = Accepted(row["id"], msg, row["session_key"], resume_reply=row["reply"], recovered=True)
             elif command is not None:
                 await drop_command(self.store, self.notifier, adapter, row["id"], msg, command)
                 continue
             else:
                 steps = await self.store.turn_steps(row["id"])
-                item = Accepted(row["id"], msg, row["session_key"], resume_turn=steps is not None)
+                item = Accepted(row["id"], msg, row["session_key"], resume_turn=steps is not None,
+                                recovered=True)
             self.lanes.submit(adapter, item, notify=False)
             resumed += 1
         if resumed:

@@ -56,6 +56,8 @@ from gateway.recovery import Recovery
 from gateway.routing import SessionRouter
 from gateway.session.manager import SessionManager
 from gateway.store import Store
+from gateway.streaming import Streams
+from gateway.streaming.verbose import register_verbose_command
 from gateway.supervisor import Supervisor
 from gateway.systemd import SystemdNotifier
 from gateway.turns import TurnExecutor
@@ -68,6 +70,12 @@ log = structlog.get_logger("herald.runner")
 READY_WAIT = 60.0
 
 AdapterFactory = Callable[[AdapterContext], PlatformAdapter]
+
+
+def _tool_named(name: str) -> Any:
+    from tools.registry import registry
+
+    return registry.get(name)
 
 
 class GatewayRunner:
@@ -107,9 +115,11 @@ class GatewayRunner:
         self.approvals = ApprovalBroker(cfg.approvals, ApprovalStore(self.store), self.delivery, self.notices,
                                         self.adapters, self.access, self, self.instance, self.agents.secret_values,
                                         metrics=self.metrics)
+        self.streams = Streams(cfg.display, self.delivery, self.sessions.peek, self.agents.secret_values,
+                               _tool_named, self._asking)
         self.turns = TurnExecutor(cfg, self.store, self.sessions, self.delivery, self.notices, self.agents,
                                   self.approvals, self.adapters, self.counters, metrics=self.metrics,
-                                  compression=self.compression, usage=self.usage)
+                                  compression=self.compression, usage=self.usage, streams=self.streams)
         self.lanes.run_turn = self.turns.run
         self.inbound = Inbound(cfg, self.store, self.access, self.commands, self.lanes, self.delivery, self.notices,
                                self.instance, self, self.counters)
@@ -124,6 +134,7 @@ class GatewayRunner:
         register_memory_commands(self.commands, self.memory)
         register_usage_command(self.commands, self.usage, self.store,
                                lambda key: _active(self.sessions, self.store, key))
+        register_verbose_command(self.commands, self.sessions, self.store, self.streams)
         self.pairing = PairingService(self.store, self.access, self.adapters, self.delivery, self.notices, self,
                                       cfg.access.unknown_dm, self.commands)
         self.inbound.on_denied = self.pairing.denied
@@ -272,6 +283,10 @@ class GatewayRunner:
         self.lanes.stop_turn(key)
         self.spawn(self.approvals.deny_session(key, "new"), name="reset:approvals")
         self.sessions.forget(key)
+
+    def _asking(self, session_key: str) -> bool:
+        """A person is being asked for this session's turn (an approval prompt is up)."""
+        return any(r.session_key == session_key for r in self.approvals.pending.values())
 
     def _prompt_hint(self, platform: str) -> str | None:
         adapter = self.adapters.get(platform)

@@ -108,7 +108,8 @@ class Store(Database):
         """The newest row of each chunk recorded for the answer to ``inbox_id`` (or the delivery ``ref``)."""
         where = outbox.c.inbox_id == inbox_id if ref is None else outbox.c.ref == ref
         rows = await self.run_read(op_all(
-            select(outbox.c.id, outbox.c.chunk_index, outbox.c.status, outbox.c.idempotency_key)
+            select(outbox.c.id, outbox.c.chunk_index, outbox.c.status, outbox.c.idempotency_key,
+                   outbox.c.platform_message_id)
             .where(where).order_by(outbox.c.id)
         ))
         return {r["chunk_index"]: r for r in rows}

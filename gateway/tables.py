@@ -51,6 +51,8 @@ sessions = Table(
     # A session that continues a compressed one (its parent ended "compressed"): the summary of what came
     # before, sent ahead of its messages (gateway/compression.py). The parent keeps every message.
     Column("summary", Text, nullable=True),
+    # /verbose: off | tools | all; null = display.verbose.
+    Column("verbose", String(8), nullable=True),
     Index("ix_sessions_key_active", "key", "ended_at"),
     Index("ix_sessions_user", "platform", "user_id"),
 )
@@ -144,7 +146,10 @@ outbox = Table(
     Column("chunk_index", Integer, nullable=False),
     # Every message id the platform gave the chunk, space-separated.
     Column("platform_message_id", String(1024), nullable=True),
-    # sending (written before the send: after a crash the chunk may or may not be out) -> sent | failed
+    # sending (written before the send: after a crash the chunk may or may not be out) -> sent | failed.
+    # A streamed reply's messages: sending -> streamed (out, with its id, showing the reply as it was being
+    # written; the final delivery edits it into chunk ``chunk_index`` and makes it sent) or sealed (left as
+    # it is, above something posted in the chat meanwhile: no longer a chunk of the reply).
     Column("status", String(16), nullable=False),
     Column("error", Text, nullable=True),
     Column("created_at", Float, nullable=False),

@@ -34,6 +34,7 @@ from gateway.session.history import History, title_untitled
 from gateway.session.keys import session_owner
 from gateway.session.manager import SessionManager
 from gateway.store import NotExpected, Store
+from gateway.streaming import NO_LIVE
 from gateway.usage import UsageLedger
 
 log = structlog.get_logger("herald.turns")
@@ -125,8 +126,9 @@ class TurnExecutor:
     def __init__(self, cfg: Config, store: Store, sessions: SessionManager, delivery: Delivery, notifier: Notifier,
                  agents: AgentFactory, approvals: Any, adapters: Adapters, counters: dict[str, int], *,
                  metrics: Metrics | None = None, compression: Compressor | None = None,
-                 usage: UsageLedger | None = None) -> None:
+                 usage: UsageLedger | None = None, streams: Any = None) -> None:
         self.cfg = cfg
+        self.streams = streams  # gateway.streaming.Streams: replies shown as they are written
         self.metrics = metrics or NULL_METRICS
         self.store = store
         self.sessions = sessions
@@ -182,6 +184,7 @@ class TurnExecutor:
         now = time.monotonic()
         turn = Turn(turn_id, lane.key, item, threading.Event(), loop.create_future(), now, now)
         lane.turn = turn
+        live = self.streams.start(adapter, item, lane.key) if self.streams is not None else NO_LIVE
         slot = self.slots.slot(loop)
         try:
             session = await self._session(item, source)
@@ -212,12 +215,13 @@ class TurnExecutor:
         self.counters["turns_started"] += 1
         item.queued_ms = round((time.time() - item.msg.received_at) * 1000, 2)
         log.debug("turn_started", queued_ms=item.queued_ms, resumed=item.resume_turn)
-        typing = asyncio.create_task(self._keep_typing(adapter, source, turn)) if adapter.capabilities.typing else None
+        typing = (asyncio.create_task(self._keep_typing(adapter, source, turn, live)) if adapter.capabilities.typing
+                  else None)
         ctx = contextvars.copy_context()
         content = None if item.resume_turn else user_msg["content"]  # type: ignore[index]
         meter = UsageMeter()
         future = loop.run_in_executor(self.pool, ctx.run, self._call_agent, session, history, content, turn,
-                                      journal, slot, meter)
+                                      journal, slot, meter, live)
         try:
             await asyncio.wait({future, turn.abandoned}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -228,7 +232,7 @@ class TurnExecutor:
             await self._record_usage(meter, journal.session_id, item.inbox_id, source.platform, source.user_id)
         if turn.abandoned.done() and not future.done():
             future.add_done_callback(_swallow)
-            await self._abandoned(adapter, item, journal, turn.abandoned.result(), turn.last_step)
+            await self._abandoned(adapter, item, journal, turn.abandoned.result(), turn.last_step, live)
             return
         turn.abandon("finished")
         try:
@@ -237,10 +241,11 @@ class TurnExecutor:
             log.exception("agent_crashed")
             self.counters["turns_failed"] += 1
             await journal.close("crashed", "failed")
+            await live.abandon("failed")
             await self.notifier.notify(source, f"⚠️ Something went wrong on my side ({type(exc).__name__}). "
                                                "Details are in the log; please try again.")
             return
-        await self._finish(adapter, item, journal, result)
+        await self._finish(adapter, item, journal, result, live)
         await title_untitled(self.history, session, item.msg.text)
 
     async def _record_usage(self, meter: UsageMeter, session_id: str, inbox_id: int | None, platform: str,
@@ -266,7 +271,7 @@ class TurnExecutor:
                                        source=source)
 
     def _call_agent(self, session: dict[str, Any], history: list[dict[str, Any]], content: str | None, turn: Turn,
-                    journal: TurnJournal, slot: TurnSlot, meter: UsageMeter) -> Any:
+                    journal: TurnJournal, slot: TurnSlot, meter: UsageMeter, live: Any = NO_LIVE) -> Any:
         """Runs in a worker thread: the synchronous agent loop, told to stop through ``turn.interrupt``."""
         from agent_core.agent import TurnCallbacks
 
@@ -281,12 +286,14 @@ class TurnExecutor:
         if self.compression is not None:
             compact = self.compression.for_turn(turn.key, session, journal, journal.loop, turn.interrupt, meter,
                                                 on_activity)
+        callbacks = live.callbacks(TurnCallbacks(on_activity=on_activity, on_step=journal.step, usage=meter,
+                                                 compact=compact))
         agent = self.agents.for_session(session)  # the session's model and reasoning effort
-        return agent.run(session["system_prompt"] or "", history, content, turn.interrupt,
-                         TurnCallbacks(on_activity=on_activity, on_step=journal.step, usage=meter, compact=compact),
-                         ctx)
+        return agent.run(session["system_prompt"] or "", history, content, turn.interrupt, callbacks, ctx)
 
-    async def _finish(self, adapter: PlatformAdapter, item: Accepted, journal: TurnJournal, result: Any) -> None:
+    async def _finish(self, adapter: PlatformAdapter, item: Accepted, journal: TurnJournal, result: Any,
+                      live: Any = NO_LIVE) -> None:
+        await live.close()  # nothing more is shown; the final delivery edits what was
         status = getattr(result, "status", "ok")
         if status == "ok":
             self.counters["turns_ok"] += 1
@@ -296,14 +303,17 @@ class TurnExecutor:
         text = result.text or "(no answer)"
         await journal.finish(result.messages, "replied", text)
         self.sessions.touch(item.key)
-        await self.deliver_reply(adapter, item, text)
+        await self.deliver_reply(adapter, item, text, live)
 
-    async def deliver_reply(self, adapter: PlatformAdapter, item: Accepted, text: str) -> None:
+    async def deliver_reply(self, adapter: PlatformAdapter, item: Accepted, text: str, live: Any = NO_LIVE) -> None:
         msg = item.msg
         out = OutboundMessage(text=text, reply_to=msg.platform_message_id, thread_id=msg.source.thread_id,
                               reply_handle=msg.reply_handle)
-        report = await self.delivery.deliver(adapter, msg.source.chat_id, out, item.inbox_id,
-                                             resume=item.resume_reply is not None, finish_inbox=True)
+        # A streamed (or recovered) reply's outbox rows say which messages are out already: each is edited into
+        # its chunk, the rest sent.
+        resume = item.resume_reply is not None or item.recovered or live.opened
+        report = await self.delivery.deliver(adapter, msg.source.chat_id, out, item.inbox_id, resume=resume,
+                                             finish_inbox=True, edit_interval=live.interval)
         total = time.time() - msg.received_at
         self.metrics.turn_done(total, item.queued_ms / 1000 if item.queued_ms is not None else None)
         # One per message: debug, not the default level's business (/metrics has the figures).
@@ -311,16 +321,18 @@ class TurnExecutor:
                   total_ms=round(total * 1000, 2))
 
     async def _abandoned(self, adapter: PlatformAdapter, item: Accepted, journal: TurnJournal, reason: str,
-                         last_step: str) -> None:
+                         last_step: str, live: Any = NO_LIVE) -> None:
         source = item.msg.source
         log.info("turn_abandoned", reason=reason)
         if reason == "shutdown":
             # The inbox row stays unfinished: the message is answered after the restart, not lost.
             await journal.close(reason, None, last_step)
+            await live.abandon(reason)
             await self.notifier.notify(source, "⚠️ Herald is restarting and had to cut this turn short; "
                                                "I'll answer your message when I'm back.")
             return
         await journal.close(reason, "cancelled", last_step)
+        await live.abandon(reason)
         self.sessions.touch(item.key)
         if reason == "timeout":
             self.counters["turns_timed_out"] += 1
@@ -329,8 +341,8 @@ class TurnExecutor:
         else:
             self.counters["turns_interrupted"] += 1
 
-    async def _keep_typing(self, adapter: PlatformAdapter, source: Source, turn: Turn) -> None:
-        while not turn.abandoned.done():
+    async def _keep_typing(self, adapter: PlatformAdapter, source: Source, turn: Turn, live: Any = NO_LIVE) -> None:
+        while not turn.abandoned.done() and not live.visible:  # the reply showing is sign of life enough
             try:
                 await adapter.typing(source.chat_id, source.thread_id)
             except Exception as exc:

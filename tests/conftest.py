@@ -83,7 +83,10 @@ async def make_runner(home: Any, fake_llm: FakeLLM) -> AsyncIterator[RunnerFacto
 
     async def factory(overrides: dict[str, Any] | None = None, model: bool = True,
                       adapters: list[Any] | None = None, db_url: str | None = None) -> tuple[GatewayRunner, Any]:
-        data: dict[str, Any] = {"http": {"port": 0}, "platforms": {"web": {"enabled": False}}}
+        # Replies are not streamed unless a test says so (tests/test_streaming.py): a turn that takes over a
+        # second on a loaded machine would otherwise show its answer as an edit, not as a message sent.
+        data: dict[str, Any] = {"http": {"port": 0}, "platforms": {"web": {"enabled": False}},
+                                "display": {"streaming": False}}
         if model:
             data["model"] = {"base_url": fake_llm.base_url, "name": "fake-model", "max_retries": 0}
         if db_url:

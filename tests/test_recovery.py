@@ -24,9 +24,11 @@ def typed(text: str, mid: str) -> InboundMessage:
 async def test_unfinished_messages_are_answered_after_a_restart(make_runner, fake_llm, tmp_path):
     db = f"sqlite+aiosqlite:///{tmp_path / 'r.db'}"
     runner, _qa = await make_runner(db_url=db)
-    # What a crash leaves behind: one message never started, one answered but only half delivered.
-    pending = await runner.store.inbox_add("qa", "p1", "qa:dm:c1", inbound("left behind", "p1").to_dict())
-    replied = await runner.store.inbox_add("qa", "p2", "qa:dm:c1", inbound("half sent", "p2").to_dict())
+    # What a crash leaves behind: one message never started, one answered but only half delivered. Owned by
+    # the running instance, so its own recovery (which may run any moment now) leaves them to the restart.
+    owner = {"owner": runner.instance.id, "lease_until": runner.instance.lease()}
+    pending = await runner.store.inbox_add("qa", "p1", "qa:dm:c1", inbound("left behind", "p1").to_dict(), **owner)
+    replied = await runner.store.inbox_add("qa", "p2", "qa:dm:c1", inbound("half sent", "p2").to_dict(), **owner)
     await runner.store.inbox_set(replied, "replied", reply=PART1 + "\n\n" + PART2)
     await runner.store.outbox_record(replied, "qa", "c1", 0, "old-m", "sent")
     await runner.shutdown()

@@ -19,7 +19,7 @@ import dataclasses
 from typing import Any
 
 from tools.dangerous import Decision, classify
-from tools.registry import ToolContext, error, tool
+from tools.registry import ToolContext, error, short, tool
 
 NEEDS_APPROVAL = "script_needs_approval"  # cron/tool_api.py's answer when a script needs a person's approval
 SCHEDULED_REASON = "a scheduled job's script: it will run unattended on its schedule, again and again"
@@ -56,6 +56,7 @@ SCHEDULED_REASON = "a scheduled job's script: it will run unattended on its sche
         "required": ["action"],
     },
     toolset="cron",
+    progress=lambda args: f"scheduled jobs: {short(args.get('action', ''), 20)}",
 )
 def cronjob(args: dict[str, Any], ctx: ToolContext) -> Any:
     api = ctx.extras.get("cron_api")

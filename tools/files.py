@@ -13,7 +13,7 @@ import json
 import os
 from typing import Any
 
-from tools.registry import ToolContext, error, tool
+from tools.registry import ToolContext, code, error, tool
 from tools.sandbox import Refused, context_policy, open_for_read, resolve_for_read, resolve_for_write, write_atomically
 
 MAX_READ_BYTES = 10 * 1024 * 1024
@@ -48,6 +48,7 @@ def _positive_int(value: Any, name: str, default: int) -> int:
         "required": ["path"],
     },
     toolset="files",
+    progress=lambda args: f"reading {code(args.get('path', ''))}",
 )
 def read_file(args: dict[str, Any], ctx: ToolContext) -> str:
     try:
@@ -104,6 +105,7 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> str:
         "required": ["path", "content"],
     },
     toolset="files",
+    progress=lambda args: f"writing {code(args.get('path', ''))}",
 )
 def write_file(args: dict[str, Any], ctx: ToolContext) -> str:
     content = args["content"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -62,12 +63,29 @@ class Tool:
     finish: Callable[[ToolContext], None] | None = None
     # Why check_enabled says no, in words for the model (None: "disabled in the configuration").
     disabled_reason: Callable[[ToolsConfig], str | None] | None = None
+    # The progress line a chat shows while a call runs ("running `ls -la`…"), markdown, from the call's
+    # arguments (``code`` and ``short`` help); None: "using <name>".
+    progress: Callable[[dict[str, Any]], str] | None = None
 
     def schema(self) -> dict[str, Any]:
         return {
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
         }
+
+
+def short(text: Any, limit: int = 80) -> str:
+    """``text`` on one line, at most ``limit`` characters (cut with "…")."""
+    one = " ".join(str(text).split())
+    return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
+def code(text: Any, limit: int = 80) -> str:
+    """``short(text)`` as a markdown code span, fenced with more backticks than it contains."""
+    one = short(text, limit)
+    fence = "`" * (max((len(r) for r in re.findall(r"`+", one)), default=0) + 1)
+    pad = " " if one.startswith("`") or one.endswith("`") else ""
+    return f"{fence}{pad}{one}{pad}{fence}"
 
 
 def error(message: str, **fields: Any) -> str:
@@ -180,10 +198,11 @@ def tool(
     prepare: Callable[[dict[str, Any], ToolContext], None] | None = None,
     finish: Callable[[ToolContext], None] | None = None,
     disabled_reason: Callable[[ToolsConfig], str | None] | None = None,
+    progress: Callable[[dict[str, Any]], str] | None = None,
 ) -> Callable[[Handler], Handler]:
     def decorate(fn: Handler) -> Handler:
         (target or registry).register(Tool(name, description, parameters, fn, toolset, max_result_chars, check_enabled,
-                                           prepare, finish, disabled_reason))
+                                           prepare, finish, disabled_reason, progress))
         return fn
 
     return decorate

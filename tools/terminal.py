@@ -13,7 +13,7 @@ from typing import Any
 
 from gateway.config import ToolsConfig
 from tools.dangerous import Decision, Verdict, classify
-from tools.registry import ToolContext, error, tool
+from tools.registry import ToolContext, code, error, tool
 from tools.sandbox import argv, child_env, context_policy, model_problem, resolve_mode, workspace_dir
 
 _POLL = 0.05
@@ -219,6 +219,7 @@ def _finish(ctx: ToolContext) -> None:
     disabled_reason=_disabled_reason,
     prepare=_prepare,
     finish=_finish,
+    progress=lambda args: f"running {code(args.get('command', ''))}…",
 )
 def terminal(args: dict[str, Any], ctx: ToolContext) -> str:
     command = args.get("command")

@@ -224,6 +224,9 @@ class Capabilities:
     # How a person types a command here ("/" almost everywhere; Slack keeps "/" for its own slash commands):
     # what the gateway writes when it names one in a message ("send /stop", "/approve ID").
     command_prefix: str = "/"
+    # Seconds between two edits of a chat's messages that the platform tolerates: a streamed reply is never
+    # edited more often than this (nor than ``display.stream_edit_interval``).
+    min_edit_interval: float = 0.0
 
     def command(self, name: str, args: str = "") -> str:
         return f"{self.command_prefix}{name}" + (f" {args}" if args else "")
@@ -239,6 +242,7 @@ class Accepted:
     command: CommandCall | None = None  # a command the gateway knows (or a native one it doesn't)
     resume_reply: str | None = None  # recovered after a restart: the answer exists, only delivery is left
     resume_turn: bool = False  # recovered after a restart with steps of its turn already stored
+    recovered: bool = False  # taken over after a restart: the outbox may hold part of its answer already
     queued_ms: float | None = None  # receipt -> turn start, for the turn's one info-level log line
 
 

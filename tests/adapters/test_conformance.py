@@ -170,6 +170,23 @@ async def test_a_prompt_in_a_thread_is_edited_after_the_decision(driver: Platfor
     assert victim.exists()
 
 
+async def test_a_reply_written_slowly_is_one_message_edited_in_place_in_its_thread(
+        driver: PlatformDriver, fake_llm: FakeLLM) -> None:
+    """Streaming by edit on every platform: the answer shows while it is written, in one message (in the
+    question's thread where there is one), edited as it grows, and ends as the whole answer."""
+    await driver.start()
+    chat, thread = driver.thread_chat() if driver.threads else (driver.chat, None)
+    words = [f"piece{i} " for i in range(13)] + ["piece13."]
+    fake_llm.script(Reply.streamed(words, 0.25))
+    await driver.send("write slowly", chat=chat, thread=thread)
+    answer = "".join(words)
+    await driver.wait_messages(chat, lambda ms: any(m.text == answer for m in ms), timeout=20)
+    await asyncio.sleep(0.3)
+    replies = [m for m in driver.messages(chat) if "piece0" in m.text]
+    assert [m.text for m in replies] == [answer] and replies[0].edits >= 1
+    assert replies[0].thread == thread
+
+
 # ---- 5. a button press is acknowledged at once ----------------------------------------------------------------
 
 

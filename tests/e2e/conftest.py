@@ -293,6 +293,9 @@ def base_config(fake: FakeLLMThread | None) -> dict[str, Any]:
     cfg: dict[str, Any] = {
         "gateway": {"drain_seconds": 5},
         "tools": {"terminal": {"enabled": True}},
+        # Replies are not streamed unless a test says so (test_stream_e2e.py): on a loaded machine a turn
+        # that takes over a second would show up first as a half-written message.
+        "display": {"streaming": False},
     }
     if fake is not None:
         cfg["model"] = {"base_url": fake.base_url, "name": "fake-model", "api_key_env": "TEST_KEY",

@@ -40,6 +40,15 @@ class Reply:
     text: str
     delay: float = 0.0
     finish_reason: str = "stop"
+    # Streaming fixtures (only for requests with ``stream: true``): the text's pieces as sent (default: three),
+    # ``chunk_delay`` seconds before each, and ``cut_after`` pieces after which the connection is dropped.
+    chunks: list[str] | None = None
+    chunk_delay: float = 0.0
+    cut_after: int | None = None
+
+    @classmethod
+    def streamed(cls, chunks: list[str], chunk_delay: float, **kw: Any) -> Reply:
+        return cls("".join(chunks), chunks=list(chunks), chunk_delay=chunk_delay, **kw)
 
 
 @dataclass
@@ -55,6 +64,8 @@ class ToolCalls:
     calls: list[ToolCall]
     text: str | None = None
     delay: float = 0.0
+    chunks: list[str] | None = None  # as for Reply: the text's pieces when streamed, and the wait before each
+    chunk_delay: float = 0.0
 
 
 @dataclass
@@ -195,6 +206,7 @@ class FakeLLM:
         self.responder: Callable[[dict[str, Any]], Step] = directive_responder
         self.requests: list[dict[str, Any]] = []
         self.auth_headers: list[str | None] = []
+        self.peers: list[Any] = []  # each request's client address: one per connection the client opened
         # deque append/popleft are atomic, so FakeLLMThread can script from another thread.
         self._steps: collections.deque[Step] = collections.deque()
         self._ids = itertools.count(1)
@@ -266,6 +278,7 @@ class FakeLLM:
         auth = request.headers.get("Authorization")
         self.requests.append(body)
         self.auth_headers.append(auth)
+        self.peers.append(request.transport.get_extra_info("peername") if request.transport else None)
         if self.api_key is not None and auth != f"Bearer {self.api_key}":
             step: Step = Error(401, message="Incorrect API key provided.", code="invalid_api_key")
         else:
@@ -287,7 +300,7 @@ class FakeLLM:
         model = body.get("model") or self.model
         cid = f"chatcmpl-fake{next(self._ids)}"
         if body.get("stream"):
-            return await self._stream(request, body, cid, model, message, finish)
+            return await self._stream(request, body, cid, model, message, finish, step)
         return web.json_response(
             {
                 "id": cid,
@@ -333,6 +346,7 @@ class FakeLLM:
         model: str,
         message: dict[str, Any],
         finish: str,
+        step: Step | None = None,
     ) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
@@ -351,10 +365,23 @@ class FakeLLM:
                 data["usage"] = usage
             return b"data: " + json.dumps(data).encode() + b"\n\n"
 
-        parts = [chunk({"role": "assistant", "content": ""})]
+        head = [chunk({"role": "assistant", "content": ""})]
         content = message.get("content")
-        if content:
-            parts.extend(chunk({"content": piece}) for piece in _pieces(content))
+        pieces = (getattr(step, "chunks", None) or _pieces(content)) if content else []
+        chunk_delay = getattr(step, "chunk_delay", 0.0)
+        cut_after = getattr(step, "cut_after", None)
+        if chunk_delay or cut_after is not None:
+            # Piece by piece, as a model writes: one write each, with the wait before it.
+            await resp.write(b"".join(head))
+            for n, piece in enumerate(pieces):
+                if cut_after is not None and n >= cut_after:
+                    assert request.transport is not None
+                    request.transport.abort()
+                    return resp
+                await asyncio.sleep(chunk_delay)
+                await resp.write(chunk({"content": piece}))
+            head, pieces = [], []
+        parts = head + [chunk({"content": piece}) for piece in pieces]
         for i, tc in enumerate(message.get("tool_calls") or []):
             head = {"index": i, "id": tc["id"], "type": "function"}
             parts.append(

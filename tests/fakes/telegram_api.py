@@ -62,6 +62,17 @@ class SentMessage:
     at: float = 0.0
     edits: int = 0
     monotonic: float = 0.0  # when it arrived, on the clock the acknowledgement records use
+    # Every editMessageText that changed it: (time.monotonic() on arrival, text, entities).
+    edit_log: list[tuple[float, str, list[dict[str, Any]]]] = field(default_factory=list)
+    first_text: str = ""  # as it was sent, before any edit
+
+    def __post_init__(self) -> None:
+        self.first_text = self.first_text or self.text
+
+    @property
+    def texts(self) -> list[str]:
+        """Every text it showed: as sent, then each edit."""
+        return [self.first_text, *(text for _at, text, _entities in self.edit_log)]
 
     @property
     def buttons(self) -> list[dict[str, Any]]:
@@ -102,6 +113,7 @@ class FakeTelegram:
         self.files: dict[str, tuple[str, bytes]] = {}
         self.file_delay = 0.0  # seconds a file download takes
         self.faults: list[Fault] = []
+        self.faulted: list[tuple[float, str, Any]] = []  # (time.monotonic(), method, chat_id) of each fault served
         self.floods: dict[int, float] = {}
         self.blocked: set[int] = set()
         self.on_send: Callable[[SentMessage], None] | None = None
@@ -355,6 +367,7 @@ class FakeTelegram:
         chat_id = params.get("chat_id")
         fault = self._fault_for(method, chat_id)
         if fault is not None:
+            self.faulted.append((time.monotonic(), method, chat_id))
             if fault.kind == "drop":
                 assert request.transport is not None
                 request.transport.close()
@@ -477,6 +490,7 @@ class FakeTelegram:
                                     "reply markup are exactly the same as a current content and reply markup")
         sent.text, sent.entities, sent.reply_markup = p["text"], entities, p.get("reply_markup")
         sent.edits += 1
+        sent.edit_log.append((time.monotonic(), sent.text, entities))
         self._changed.set()
         return self._ok(self.bot_message_dict(sent))
 

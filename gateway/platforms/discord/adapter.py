@@ -90,7 +90,7 @@ class _Client(discord.Client):
 class DiscordAdapter(PlatformAdapter):
     name = "discord"
     capabilities = Capabilities(max_message_length=MAX_CHARS, dialect="discord", buttons=True, edits=True,
-                                threads=True, typing=True)
+                                threads=True, typing=True, min_edit_interval=1.0)
     prompt_hint = ("You are talking on Discord. Your Markdown is shown formatted (bold, italic, headings, lists, "
                    "quotes, code blocks, links); tables are not, so prefer lists. Long answers arrive as several "
                    "messages.")

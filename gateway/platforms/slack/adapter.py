@@ -57,7 +57,8 @@ PING_INTERVAL = 10.0  # Socket Mode's ping; a connection silent for 4 of these i
 class SlackAdapter(PlatformAdapter):
     name = "slack"
     capabilities = Capabilities(max_message_length=MAX_TEXT, dialect="slack_mrkdwn", buttons=True, edits=True,
-                                threads=True, typing=True, command_prefix="!")
+                                threads=True, typing=True, command_prefix="!",
+                                min_edit_interval=1.0)
     prompt_hint = ("You are talking on Slack. Your Markdown is shown as Slack formatting (bold, italics, "
                    "strikethrough, links, code, lists, quotes); tables show as code blocks.")
 

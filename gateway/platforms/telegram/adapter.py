@@ -61,7 +61,7 @@ _COMMAND_NAME = re.compile(r"[a-z0-9_]{1,32}")
 class TelegramAdapter(PlatformAdapter):
     name = "telegram"
     capabilities = Capabilities(max_message_length=MAX_UTF16, dialect="markdown", buttons=True, edits=True,
-                                threads=True, typing=True)
+                                threads=True, typing=True, min_edit_interval=1.0)
     prompt_hint = ("You are talking on Telegram. Your Markdown is shown formatted (bold, italic, code, code "
                    "blocks, links, quotes); tables show as plain text, so prefer lists.")
 

@@ -51,6 +51,9 @@ class HttpHost(Protocol):
     @property
     def metrics(self) -> Any: ...  # gateway.metrics.Metrics
 
+    @property
+    def faults(self) -> Any: ...  # gateway.faults.Faults
+
 
 class HttpServer:
     def __init__(self, runner: HttpHost, extra_routes: list[web.RouteDef] | None = None) -> None:
@@ -114,8 +117,12 @@ class HttpServer:
 
     async def _readyz(self, request: web.Request) -> web.Response:
         # Unauthenticated: adapter states and error classes only, never exception text.
+        # Lasting faults (database unavailable, disk full, ...) with their fixed reasons, and the recent
+        # faults per class: what an operator needs first, without the log.
         ready, adapters = self.runner.readiness()
-        return web.json_response({"ready": ready, "adapters": adapters, "warnings": self.runner.warnings},
+        faults = self.runner.faults
+        return web.json_response({"ready": ready, "adapters": adapters, "warnings": self.runner.warnings,
+                                  "conditions": faults.conditions(), "recent_faults": faults.recent()},
                                  status=200 if ready else 503)
 
     async def _status(self, request: web.Request) -> web.Response:

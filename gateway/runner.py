@@ -34,6 +34,7 @@ from gateway.compression import Compressor, register_compress_command
 from gateway.config import Config, Paths
 from gateway.conversation_commands import register_conversation_commands
 from gateway.delivery import Delivery, Notices
+from gateway.faults import Faults
 from gateway.health import private_status, public_status
 from gateway.inbound import Inbound
 from gateway.instance import Instance
@@ -98,6 +99,7 @@ class GatewayRunner:
         self.adapters: dict[str, PlatformAdapter] = {}
         self.store = Store(cfg.database.url or f"sqlite+aiosqlite:///{paths.db_file}")
         self.metrics = Metrics(self)  # a registry of its own: several runners may share a process (tests)
+        self.faults = Faults(self.metrics)  # counted, logged, and /readyz's reasons (gateway/faults.py)
         self.instance = Instance(self.store, paths.profile)
         self.delivery = Delivery(self.store, self.metrics, owner=self.instance.id)
         self.notices = Notices(self.delivery, self.adapters)
@@ -356,7 +358,8 @@ class GatewayRunner:
         redacted ``last_error``. Unauthenticated endpoints never get exception text (gateway/health.py)."""
         status = private_status if detail else public_status
         states = {name: status(a) for name, a in self.adapters.items()}
-        ready = not self._stopping and all(a.state == "connected" for a in self.adapters.values())
+        ready = (not self._stopping and all(a.state == "connected" for a in self.adapters.values())
+                 and not self.faults.conditions())
         return ready, states
 
 

@@ -1,0 +1,81 @@
+"""The fault ledger: each fault counted and logged once; a lasting one makes /readyz not ready, with its reason."""
+
+from __future__ import annotations
+
+import pytest
+import structlog
+
+from gateway.faults import Faults
+from gateway.metrics import Metrics
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _count(metrics: Metrics, fault: str) -> float:
+    return metrics.registry.get_sample_value("herald_faults_total", {"fault": fault}) or 0.0
+
+
+def test_a_fault_is_counted_and_logged_once_by_class() -> None:
+    metrics = Metrics()
+    faults = Faults(metrics)
+    with structlog.testing.capture_logs() as logs:
+        faults.record("model_rate_limited", attempt=1)
+        faults.record("model_rate_limited", attempt=2)
+    assert _count(metrics, "model_rate_limited") == 2
+    events = [e for e in logs if e["event"] == "fault"]
+    assert [e["fault"] for e in events] == ["model_rate_limited"] * 2
+    assert faults.recent() == {"model_rate_limited": 2}
+
+
+def test_unknown_classes_are_refused() -> None:
+    with pytest.raises(ValueError):
+        Faults().record("something_else")
+
+
+def test_a_condition_is_recorded_once_and_clears() -> None:
+    metrics = Metrics()
+    clock = Clock()
+    faults = Faults(metrics, clock=clock)
+    assert faults.begin("database", "database_unavailable", "database unavailable")
+    clock.now += 5
+    assert not faults.begin("database", "database_unavailable", "database unavailable")
+    assert _count(metrics, "database_unavailable") == 1
+    assert faults.conditions() == {"database": {"fault": "database_unavailable",
+                                                "reason": "database unavailable", "seconds": 5.0}}
+    assert faults.end("database") and not faults.end("database")
+    assert faults.conditions() == {}
+
+
+def test_recent_counts_forget_old_faults() -> None:
+    clock = Clock()
+    faults = Faults(clock=clock)
+    faults.record("platform_unavailable")
+    clock.now += 400
+    faults.record("bad_request")
+    assert faults.recent() == {"bad_request": 1}
+
+
+async def test_readyz_degrades_with_the_reason_and_recovers(make_runner: object) -> None:
+    import aiohttp
+
+    runner, _qa = await make_runner({})  # type: ignore[operator]
+    url = f"http://127.0.0.1:{runner.http_port}/readyz"
+    async with aiohttp.ClientSession() as http:
+        async with http.get(url) as resp:
+            assert resp.status == 200
+        runner.faults.begin("database", "database_unavailable", "database unavailable")
+        runner.faults.record("bad_request", door="web")
+        async with http.get(url) as resp:
+            body = await resp.json()
+            assert resp.status == 503 and body["ready"] is False
+            assert body["conditions"]["database"]["reason"] == "database unavailable"
+            assert body["recent_faults"] == {"database_unavailable": 1, "bad_request": 1}
+        runner.faults.end("database")
+        async with http.get(url) as resp:
+            assert resp.status == 200

@@ -12,7 +12,7 @@ LOCK := requirements.lock
 RUN_LOCK := requirements-run.lock
 UV_VERSION := 0.13.9
 
-.PHONY: run test lint bench lock clean
+.PHONY: run test lint bench faults soak lock clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,15 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/web_load.py
+
+# The crash-and-fault suite at full length (20 kills in a row, minute-long model and platform outages);
+# the default `make test` runs the same tests short.
+faults: $(STAMP)
+	HERALD_FAULTS_LONG=1 $(BIN)/python -m pytest -m faults -q -o timeout=3600 tests/faults
+
+# An hour at a steady load with a cron job every minute; fails if memory or file descriptors keep growing.
+soak: $(STAMP)
+	$(BIN)/python bench/soak.py
 
 # Resolves every dependency (runtime and dev) for every platform, with hashes, keeping the versions
 # already locked where pyproject.toml still allows them; then the runtime-only lock, constrained to the

@@ -155,8 +155,8 @@ class ResetConfig(_Model):
 class SessionsConfig(_Model):
     per_user_in_groups: bool = True
     reset: ResetConfig = Field(default_factory=ResetConfig)
-    # Delete the messages, inbox and outbox rows of sessions idle longer than this many days (gateway/retention.py);
-    # None = keep everything.
+    # Delete the messages, inbox and outbox rows of sessions idle longer than this many days, the web chat's log
+    # of chats idle as long and older token usage (gateway/retention.py); None = keep everything.
     retention_days: float | None = Field(default=None, gt=0)
 
 

@@ -1,5 +1,5 @@
-"""``sessions.retention_days``: the messages, inbox and outbox rows of sessions idle longer than that are
-deleted while the daemon runs.
+"""``sessions.retention_days``: the messages, inbox and outbox rows of sessions idle longer than that, the
+web chat's log of chats idle that long, and token usage older than that are deleted while the daemon runs.
 
 Deletion goes in small batches (``Store.prune_idle``: a few hundred rows per transaction, run off the loop by
 the store's writer) with a pause between them, so a first pass over years of history never holds the writer
@@ -36,13 +36,13 @@ class Retention:
     async def prune(self) -> dict[str, int]:
         """One pass until nothing older is left; the totals deleted (and how many batches it took)."""
         cutoff = self.clock() - self.days * DAY
-        total = {"messages": 0, "inbox": 0, "outbox": 0, "batches": 0}
+        total = {"messages": 0, "inbox": 0, "outbox": 0, "chat_log": 0, "usage": 0, "batches": 0}
         while True:
             counts = await self.store.prune_idle(cutoff, self.batch)
             total["batches"] += 1
             for key, n in counts.items():
                 total[key] += n
-            if counts["messages"] < self.batch and counts["inbox"] < self.batch:
+            if all(counts[key] < self.batch for key in ("messages", "inbox", "chat_log", "usage")):
                 return total
             await asyncio.sleep(self.pause)
 
@@ -51,7 +51,7 @@ class Retention:
         while True:
             try:
                 total = await self.prune()
-                if total["messages"] or total["inbox"]:
+                if any(n for key, n in total.items() if key != "batches"):
                     log.info("retention_pruned", days=self.days, **total)
             except Exception:
                 log.exception("retention_failed")

@@ -15,7 +15,7 @@ from sqlalchemy import and_, bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from gateway.db import Database, is_unique_violation, op_all, op_exec, op_first
-from gateway.tables import chat_log, inbox, messages, outbox, platform_cursors, sessions
+from gateway.tables import chat_log, inbox, messages, outbox, platform_cursors, sessions, usage
 
 HISTORY_CACHE_SESSIONS = 256
 # The inbox states of a message not yet finished: "replied" has its answer stored, delivery is left.
@@ -340,9 +340,10 @@ class Store(Database):
     # ---- retention (gateway/retention.py) ----------------------------------------------------------
 
     async def prune_idle(self, cutoff: float, batch: int) -> dict[str, int]:
-        """One small transaction: delete up to ``batch`` messages of sessions idle since before ``cutoff`` and
-        up to ``batch`` finished inbox rows (with their outbox rows) of session keys with no session active
-        since then. Returns what it deleted; zeros when there is nothing left."""
+        """One small transaction: delete up to ``batch`` messages of sessions idle since before ``cutoff``, up
+        to ``batch`` finished inbox rows (with their outbox rows) of session keys with no session active since
+        then, up to ``batch`` chat-log rows of chats idle since then and usage rows older than it. Returns what
+        it deleted; zeros when there is nothing left."""
         finished = ("done", "failed", "cancelled", "rejected", "denied")
 
         def op(conn: Connection) -> tuple[dict[str, int], set[str]]:
@@ -359,7 +360,24 @@ class Store(Database):
             if inbox_ids:
                 sent = conn.execute(outbox.delete().where(outbox.c.inbox_id.in_(inbox_ids))).rowcount
                 conn.execute(inbox.delete().where(inbox.c.id.in_(inbox_ids)))
-            counts = {"messages": len(rows), "inbox": len(inbox_ids), "outbox": int(sent or 0)}
+            # The web chat's log of a chat nobody wrote in since the cutoff, and token usage older than it
+            # (it names users and sessions too); memories stay: each user keeps or forgets them (/forget).
+            newer = chat_log.alias("newer")
+            stale_chat = ~select(newer.c.id).where(and_(
+                newer.c.platform == chat_log.c.platform, newer.c.chat_id == chat_log.c.chat_id,
+                newer.c.updated_at >= cutoff)).exists()
+            log_ids = conn.execute(select(chat_log.c.id).where(and_(chat_log.c.updated_at < cutoff, stale_chat))
+                                   .limit(batch)).scalars().all()
+            if log_ids:
+                conn.execute(chat_log.delete().where(chat_log.c.id.in_(log_ids)))
+            # gateway.daily_token_budget counts today's usage, whatever retention says.
+            usage_cutoff = min(cutoff, time.time() - 86_400)
+            usage_ids = conn.execute(select(usage.c.id).where(usage.c.created_at < usage_cutoff)
+                                     .limit(batch)).scalars().all()
+            if usage_ids:
+                conn.execute(usage.delete().where(usage.c.id.in_(usage_ids)))
+            counts = {"messages": len(rows), "inbox": len(inbox_ids), "outbox": int(sent or 0),
+                      "chat_log": len(log_ids), "usage": len(usage_ids)}
             return counts, {r.session_id for r in rows}
 
         counts, pruned = await self.run_write(op)

@@ -73,3 +73,38 @@ async def test_retention_removes_only_idle_sessions_rows(db_url: str) -> None:
         assert again["messages"] == again["inbox"] == 0
     finally:
         await store.close()
+
+
+async def test_retention_removes_idle_chats_log_and_old_usage_but_keeps_memories(db_url: str) -> None:
+    from sqlalchemy import insert
+
+    from gateway.tables import chat_log, memories, usage
+
+    store = Store(db_url)
+    await store.init()
+    old, now = time.time() - 40 * DAY, time.time()
+    try:
+        for i in range(5):  # an idle chat's log, and an active chat whose old lines stay with it
+            await store.chat_log_add("web", "idle", f"i{i}", "user", f"old {i}")
+            await store.chat_log_add("web", "busy", f"b{i}", "user", f"old {i}")
+        await store.run_write(lambda conn: conn.execute(update(chat_log).values(created_at=old, updated_at=old)))
+        await store.chat_log_add("web", "busy", "b-new", "user", "today")
+        usage_row = {"platform": "qa", "user_id": "u", "model": "m", "prompt_tokens": 1, "completion_tokens": 1,
+                     "cached_tokens": 0, "calls": 1, "estimated": False}
+        await store.run_write(lambda conn: conn.execute(insert(usage), [
+            {**usage_row, "created_at": old}, {**usage_row, "created_at": old}, {**usage_row, "created_at": now}]))
+        await store.run_write(lambda conn: conn.execute(insert(memories).values(
+            platform="qa", user_id="u", entries=["likes tea"], version=1, updated_at=old)))
+
+        total = await Retention(store, days=30, batch=2, pause=0).prune()
+
+        assert total["chat_log"] == 5 and total["usage"] == 2
+
+        def left(conn):  # type: ignore[no-untyped-def]
+            chats = conn.execute(select(chat_log.c.chat_id, func.count()).group_by(chat_log.c.chat_id)).all()
+            return (dict(chats), conn.execute(select(func.count()).select_from(usage)).scalar_one(),
+                    conn.execute(select(func.count()).select_from(memories)).scalar_one())
+
+        assert await store.run_read(left) == ({"busy": 6}, 1, 1)
+    finally:
+        await store.close()

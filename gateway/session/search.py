@@ -14,8 +14,8 @@ is searched: user and assistant messages (not tool results) of the sessions whos
 sender's on that platform, skipping those /undo or /retry took out. Shared group sessions belong to nobody
 and are never searched.
 
-``create_search_index`` is the DDL SQLAlchemy's table declarations cannot express; migration 0003 runs it
-(it is idempotent: ``IF NOT EXISTS``).
+The index itself is DDL SQLAlchemy's table declarations cannot express: migration 0003 creates it (frozen
+there, like every migration, so that a later change here cannot change what an old revision did).
 """
 
 from __future__ import annotations
@@ -31,49 +31,9 @@ from sqlalchemy.engine import Connection
 MAX_RESULTS = 10
 _WORD = re.compile(r"\w+")
 
-# The PostgreSQL expression, written identically in the index and the query (or the index is not used).
+# The PostgreSQL expression, written identically in the query and in the index (migration 0003), or the
+# index is not used.
 _PG_DOC = "to_tsvector('simple', m.content #>> '{}')"
-
-_SQLITE_DDL = [
-    "CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(body)",
-    # CASE, not AND: SQLite does not promise to stop at json_valid, and json_type of bad JSON is an error
-    # that would fail the message's insert.
-    """CREATE TRIGGER IF NOT EXISTS messages_fts_insert AFTER INSERT ON messages
-       WHEN new.role IN ('user', 'assistant')
-            AND CASE WHEN json_valid(new.content) THEN json_type(new.content) = 'text' ELSE 0 END
-       BEGIN INSERT INTO messages_fts(rowid, body) VALUES (new.id, json_extract(new.content, '$')); END""",
-    """CREATE TRIGGER IF NOT EXISTS messages_fts_delete AFTER DELETE ON messages
-       BEGIN DELETE FROM messages_fts WHERE rowid = old.id; END""",
-]
-_SQLITE_BACKFILL = """INSERT INTO messages_fts(rowid, body)
-    SELECT id, json_extract(content, '$') FROM messages
-    WHERE role IN ('user', 'assistant')
-      AND CASE WHEN json_valid(content) THEN json_type(content) = 'text' ELSE 0 END"""
-
-_PG_DDL = [
-    "CREATE INDEX IF NOT EXISTS ix_messages_fts ON messages USING GIN "
-    "((to_tsvector('simple', content #>> '{}'))) WHERE role IN ('user', 'assistant')",
-]
-
-# Declared in tables.py too; created here because the column came in the same revision.
-_COMMON_DDL = ["CREATE INDEX IF NOT EXISTS ix_sessions_user ON sessions (platform, user_id)"]
-
-
-def create_search_index(conn: Connection) -> None:
-    """Create the full-text index of ``messages`` if it is missing (filled from the messages already there)."""
-    if conn.dialect.name == "sqlite":
-        fresh = conn.exec_driver_sql(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'messages_fts'").first() is None
-        for ddl in _SQLITE_DDL:
-            conn.exec_driver_sql(ddl)
-        if fresh:
-            conn.exec_driver_sql(_SQLITE_BACKFILL)
-    elif conn.dialect.name == "postgresql":
-        for ddl in _PG_DDL:
-            conn.exec_driver_sql(ddl)
-    for ddl in _COMMON_DDL:
-        conn.exec_driver_sql(ddl)
-
 
 def query_words(query: str) -> list[str]:
     """The words of what the person typed; every one must occur (no operators: nothing to get wrong)."""

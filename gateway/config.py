@@ -181,7 +181,7 @@ class LoggingConfig(_Model):
     # stderr: "console" (one readable line per event, coloured on a terminal) or "json" (one JSON object
     # per line, for log collectors). The file in $HERALD_HOME/logs is always JSON lines.
     format: Literal["console", "json"] = "console"
-    # The JSON-lines file in $HERALD_HOME/logs: false = stderr only (journald and container runtimes keep it).
+    # The JSON-lines file in $HERALD_HOME/logs: false = stdout only (journald and container runtimes keep it).
     file: bool = True
     # Rotation of that file: a new one past this size, this many old ones kept (herald.log.1 ...); with 0
     # none is kept and the file starts over empty.

@@ -307,7 +307,7 @@ class _Held:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.lines: list[str] | None = None
+        self.lines: list[tuple[Any, str]] | None = None  # (the stream's getter, the line)
 
 
 _held = _Held()
@@ -326,16 +326,27 @@ def release_stderr(write: bool = True) -> None:
     with _held.lock:
         lines, _held.lines = _held.lines, None
     if write and lines:
-        sys.stderr.write("".join(lines))
+        for stream, line in lines:
+            stream().write(line)
+        sys.stdout.flush()
         sys.stderr.flush()
 
 
-class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """Writes to whatever ``sys.stderr`` is at emit time (test capture, a redirected stream); while
-    ``hold_stderr`` is on, into the held lines instead."""
+def _stderr() -> Any:
+    return sys.stderr
 
-    def __init__(self) -> None:
-        super().__init__(sys.stderr)
+
+def _stdout() -> Any:
+    return sys.stdout
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` (or, with ``to_stdout``, ``sys.stdout``) is at emit time (test
+    capture, a redirected stream); while ``hold_stderr`` is on, into the held lines instead."""
+
+    def __init__(self, to_stdout: bool = False) -> None:
+        self._get = _stdout if to_stdout else _stderr
+        super().__init__(self._get())
 
     def emit(self, record: logging.LogRecord) -> None:
         if _held.lines is None:
@@ -348,15 +359,15 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
             return
         with _held.lock:
             if _held.lines is None:  # released meanwhile
-                sys.stderr.write(line)
+                self._get().write(line)
                 return
-            _held.lines.append(line)
+            _held.lines.append((self._get, line))
             if len(_held.lines) > _held.MAX_LINES:
                 del _held.lines[0]
 
     @property  # type: ignore[override]
     def stream(self) -> Any:
-        return sys.stderr
+        return self._get()
 
     @stream.setter
     def stream(self, _value: Any) -> None:
@@ -410,8 +421,8 @@ def configure_logging(
     backups: int = _BACKUP_COUNT,
 ) -> None:
     """Send all logging to ``logs_dir/herald.log`` (JSON lines, rotated at ``max_bytes`` keeping ``backups``
-    old files; with 0 the file is emptied instead) and to stderr; with ``file=False`` to stderr only (journald,
-    containers collect it).
+    old files; with 0 the file is emptied instead) and to stderr; with ``file=False`` to stdout only (journald
+    and container runtimes collect it; stderr keeps the CLI's own one-line messages).
 
     ``console``: True for the human-readable renderer on stderr, False for JSON lines, None to choose
     by whether stderr is a terminal. Safe to call again: the previous handlers are replaced and
@@ -439,10 +450,10 @@ def configure_logging(
 
     if console is None:
         console = _isatty(sys.stderr)
-    stderr_handler = _StderrHandler()
+    stderr_handler = _StderrHandler(to_stdout=not file)
     stderr_handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
-            processors=_console_processors(colors=_isatty(sys.stderr))
+            processors=_console_processors(colors=_isatty(sys.stderr if file else sys.stdout))
             if console
             else _json_processors(),
             foreign_pre_chain=_FOREIGN_PRE_CHAIN,

@@ -338,13 +338,13 @@ def logs_problems(cfg: Config, paths: Paths) -> list[Problem]:
         return []
     if not logs.is_dir():
         return [Problem(key, f"{logs} is a file, not a folder: Herald writes its log files there; move that file "
-                             "away, or set logging.file: false to log to stderr only")]
+                             "away, or set logging.file: false to log to stdout only")]
     try:
         with tempfile.TemporaryFile(dir=logs):
             pass
     except OSError as exc:
         return [Problem(key, f"the log folder {logs} is not writable by {user} ({exc.strerror or exc}): give {user} "
-                             "write access to it, or set logging.file: false to log to stderr only")]
+                             "write access to it, or set logging.file: false to log to stdout only")]
     return []
 
 

@@ -380,12 +380,13 @@ def test_the_file_rotates_by_size_keeping_the_configured_number(logs_dir: Path) 
     assert all(p.stat().st_mode & 0o777 == 0o600 for p in logs_dir.iterdir())
 
 
-def test_without_a_file_everything_goes_to_stderr_only(logs_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_without_a_file_everything_goes_to_stdout_only(logs_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     configure_logging(logs_dir, "info", console=False, file=False)
-    get_logger("journal").info("only_on_stderr")
+    get_logger("journal").info("only_on_stdout")
     close_logging()
     assert not logs_dir.exists()
-    assert "only_on_stderr" in capsys.readouterr().err
+    out = capsys.readouterr()
+    assert json.loads(out.out.strip())["event"] == "only_on_stdout" and out.err == ""
 
 
 def test_with_no_backups_the_file_starts_over_instead_of_growing(logs_dir: Path) -> None:

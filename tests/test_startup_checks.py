@@ -265,7 +265,7 @@ def test_a_log_folder_that_is_a_file(tmp_path: Path) -> None:
     home.mkdir(mode=0o700)
     (home / "logs").write_text("not a folder")
     expected = (f"herald: config error: HERALD_HOME: {home / 'logs'} is a file, not a folder: Herald writes its "
-                "log files there; move that file away, or set logging.file: false to log to stderr only")
+                "log files there; move that file away, or set logging.file: false to log to stdout only")
     for command in ("check-config", "run"):
         result = herald(command, home=home)
         assert result.returncode == 2, (command, result.stderr)

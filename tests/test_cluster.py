@@ -225,3 +225,51 @@ async def test_a_reset_from_another_instances_dashboard_stops_the_owners_turn(cl
     await qa_a.say("after the reset", chat_id="s", message_id="2")
     await qa_a.wait_for(lambda t: "echo: after the reset" in t, chat_id="s", timeout=10)
     assert a.sessions.peek("qa:dm:s")["id"] != old["id"]
+
+
+async def test_work_of_an_instance_that_died_on_another_host_is_taken_over_once_its_lease_runs_out(
+        cluster_db, make_runner, fake_llm):
+    """Another machine's instance cannot be seen to die (its pid is not ours to look at): its session stays
+    its own while its lease and heartbeat are fresh, and is taken over — queue in order — once they run out."""
+    from sqlalchemy import insert
+
+    from gateway.platforms.base import InboundMessage, Source
+    from gateway.tables import instances, session_leases
+
+    (b, qa_b), = [await make_runner(db_url=cluster_db)]
+    ghost, key, now = "another-host:4242:99:dead", "qa:dm:far", time.time()
+    await b.store.run_write(lambda conn: (
+        conn.execute(insert(instances).values(id=ghost, host="another-host", pid=4242, profile="default",
+                                              started_at=now - 60, heartbeat_at=now)),
+        conn.execute(insert(session_leases).values(key=key, owner=ghost, lease_until=now + 2, updated_at=now))))
+    for n in range(2):  # accepted there, never answered
+        msg = InboundMessage(source=Source("qa", "far", "u1"), text=f"left {n}", platform_message_id=f"far-{n}")
+        assert await b.store.inbox_add("qa", f"far-{n}", key, msg.to_dict(), owner=ghost, lease_until=now + 2)
+
+    assert await b.recovery.recover(qa_b) == 0  # alive as far as anyone can tell: not taken
+    assert await qa_b.say("new one", chat_id="far", message_id="far-2")  # stored for the live owner
+    await asyncio.sleep(0.5)
+    assert [t for t in qa_b.texts("far") if t.startswith("echo:")] == []
+
+    await asyncio.sleep(max(0.0, now + 2.2 - time.time()))
+    # Its lease ran out; the heartbeat stays fresh (a hung machine can keep beating): the lease decides.
+    assert await b.recovery.recover(qa_b) == 3
+    await qa_b.wait_for(lambda t: len([x for x in t if x.startswith("echo:")]) == 3, chat_id="far", timeout=15)
+    await asyncio.sleep(0.5)
+    assert [t for t in qa_b.texts("far") if t.startswith("echo:")] == ["echo: left 0", "echo: left 1",
+                                                                      "echo: new one"]
+    assert await b.recovery.recover(qa_b) == 0  # nothing left to take, nothing answered twice
+
+
+async def test_new_sent_to_another_instance_starts_a_fresh_session_in_the_owner(cluster_db, make_runner, fake_llm):
+    (a, qa_a), (_b, qa_b) = [await make_runner(db_url=cluster_db) for _ in range(2)]
+    await qa_a.say("first", chat_id="s", message_id="1")
+    await qa_a.wait_for(lambda t: "echo: first" in t, chat_id="s", timeout=10)
+    old = await a.store.session_active("qa:dm:s")
+    await qa_b.say("/new", chat_id="s", message_id="2")  # through the instance that does not own the session
+    await qa_a.say("second", chat_id="s", message_id="3")
+    await qa_a.wait_for(lambda t: "echo: second" in t, chat_id="s", timeout=10)
+    new = await a.store.session_active("qa:dm:s")
+    assert old is not None and new is not None and new["id"] != old["id"]
+    history = await a.store.session_history(new["id"], limit=50)
+    assert [m["content"] for m in history if m["role"] == "user"] == ["second"]  # nothing of before /new

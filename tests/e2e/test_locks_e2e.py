@@ -13,6 +13,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -152,8 +153,15 @@ def test_two_machines_sharing_postgresql_never_drive_the_same_bot(make_herald, b
         assert first.proc is not None
         error = lock_error(second)
         assert f"pid {first.proc.pid}" in error and "PostgreSQL advisory lock" in error
+        killed_at = time.time()
         first.stop(signal.SIGKILL)  # the server drops a dead client's session and its lock
         wait_readyz(second, lambda r: r.status == 200)
+        # Taken over within the lock's retry interval: at most the one retry already under way when the
+        # holder died was refused (each refusal logs adapter_down with its retry_in, at most 3 s).
+        refused_after = [e for e in second.log_events() if e.get("event") == "adapter_down"
+                         and datetime.fromisoformat(e["timestamp"]).timestamp() > killed_at]
+        assert len(refused_after) <= 1, refused_after
+        assert all(e["retry_in"] <= 3.0 for e in refused_after)
         answers(bot, "to the second machine")
         assert second.stop() == 0
     finally:

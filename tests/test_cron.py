@@ -461,8 +461,19 @@ async def test_a_chat_acts_on_its_own_jobs_and_admins_on_all(make_runner):
     # The tool answers the same way: another chat's job does not exist for it.
     api = sched.tool_api
     assert [j["id"] for j in (await api.do("list", {}, Source("qa2", "c1", "friend")))["jobs"]] == [mine["id"]]
+    for action, extra in (("remove", {}), ("update", {"prompt": "hijacked", "deliver": "qa2:c1"}),
+                          ("pause", {}), ("run", {})):
+        with pytest.raises(JobError):
+            await api.do(action, {"id": theirs["id"], **extra}, Source("qa2", "c1", "friend"))
+    (job,) = [j for j in await sched.store.jobs() if j["id"] == theirs["id"]]
+    assert job["prompt"] == "q" and job["enabled"] and job["deliver"] == theirs["deliver"]
+    # Paused by its own chat, it cannot be resumed from another one, by /cron or by the tool.
+    await api.do("pause", {"id": theirs["id"]}, Source("qa2", "c2", "other"))
+    await qa.say(f"/cron resume {theirs['id']}", chat_id="c1", user_id="friend")
+    assert "no job" in (await qa.wait_for(lambda t: len(t) >= 6, chat_id="c1"))[5]
     with pytest.raises(JobError):
-        await api.do("remove", {"id": theirs["id"]}, Source("qa2", "c1", "friend"))
+        await api.do("resume", {"id": theirs["id"]}, Source("qa2", "c1", "friend"))
+    assert not next(j for j in await sched.store.jobs() if j["id"] == theirs["id"])["enabled"]
     await qa.say(f"/cron remove {mine['id']}", chat_id="c1", user_id="friend")  # its own: fine
     await qa.wait_for(lambda t: any("Removed" in x for x in t), chat_id="c1")
     await qa.say(f"/cron remove {theirs['id']}", chat_id="c1", user_id="boss")  # an admin: anywhere

@@ -252,3 +252,22 @@ def test_cron_add_refuses_targets_that_can_never_resolve(home: Path) -> None:
         assert invoke("cron", "add", "--schedule", "1h", "--prompt", "x", "--deliver", deliver)[0] == 0
     write_config(home, {"platforms": {"web": {"home_chat": "c1"}}})
     assert invoke("cron", "add", "--schedule", "1h", "--prompt", "x", "--deliver", "web")[0] == 0
+
+
+def test_success_goes_to_stdout_plainly_and_failure_to_stderr(home: Path) -> None:
+    """A success message once came out in the red error style: successes are plain lines on stdout, and only a
+    failure's one ``herald:`` line goes to stderr."""
+    write_config(home, {})
+
+    def run(*args: str) -> Any:
+        state.profile = state.config = None
+        return CliRunner().invoke(app, list(args), color=True)  # as on a terminal: colour allowed
+
+    for args in (("check-config",), ("profile", "create", "work"), ("paths",),
+                 ("cron", "add", "--schedule", "1h", "--prompt", "x", "--deliver", "web:chat")):
+        result = run(*args)
+        assert result.exit_code == 0, result.output
+        assert result.stdout.strip() and result.stderr == "", args
+        assert "\x1b[" not in result.stdout, args  # no styling on a success
+    failed = run("cron", "pause", "nosuchjob")
+    assert failed.exit_code == 1 and failed.stdout == "" and failed.stderr.startswith("herald: ")

@@ -11,6 +11,7 @@ import structlog
 from aiohttp import web
 
 from gateway.config import Config
+from gateway.faults import Unavailable
 from gateway.platforms.base import PlatformAdapter
 
 log = structlog.get_logger("herald.http")
@@ -29,6 +30,11 @@ async def errors_middleware(request: web.Request, handler: Any) -> web.StreamRes
         if exc.content_type != "application/json" and exc.status >= 400:
             return _json_error(exc.status, exc.reason)
         raise
+    except Unavailable as exc:
+        # Nothing was taken: say so plainly, and when to try again (the reason is fixed text, never an error's).
+        return web.json_response({"error": f"Herald cannot take this right now ({exc.reason}); nothing was "
+                                           "stored: send it again in a moment"}, status=503,
+                                 headers={"Retry-After": "5"})
     except Exception:
         log.exception("http_handler_failed", path=request.path)
         return _json_error(500, "internal error")

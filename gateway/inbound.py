@@ -78,7 +78,7 @@ class Inbound:
         if not self.access.allowed(msg.source, adapter.trusted):
             # Stored all the same (finished), so a redelivery is a duplicate and the stranger hears once.
             if await self.store.inbox_add(adapter.name, msg.platform_message_id, key, payload, owner=self.instance.id,
-                                          status="denied") is None:
+                                          status="denied", wait=False) is None:
                 return self._duplicate(adapter, msg)
             self.counters["messages_denied"] += 1
             log.info("sender_denied", platform=adapter.name, user_id=msg.source.user_id)
@@ -93,8 +93,11 @@ class Inbound:
                 return self._duplicate(adapter, msg)
             self.counters["messages_accepted"] += 1
             return routed
+        # The way in never waits for a database that is down (or a full disk): the message is refused
+        # (``Unavailable``), so its platform keeps it and delivers it again; waiting would hold the platform's
+        # event past its ack deadline, and an HTTP caller would not know whether it was taken.
         inbox_id = await self.store.inbox_add(adapter.name, msg.platform_message_id, key, payload,
-                                              owner=self.instance.id, lease_until=self.instance.lease())
+                                              owner=self.instance.id, lease_until=self.instance.lease(), wait=False)
         if inbox_id is None:
             return self._duplicate(adapter, msg)
         self.counters["messages_accepted"] += 1

@@ -36,6 +36,7 @@ from gateway.platforms.base import (
     PlatformAdapter,
     ShuttingDown,
     TooBig,
+    Unavailable,
 )
 from gateway.platforms.telegram.inbound import TelegramInbound
 from gateway.platforms.telegram.outbound import MAX_UTF16, TelegramOutbound
@@ -260,6 +261,10 @@ class TelegramAdapter(PlatformAdapter):
             try:
                 await self.accept(item)
             except ShuttingDown:
+                return index
+            except Unavailable as exc:
+                # Not confirmed: Telegram hands this update (and the ones after it) out again on the next poll.
+                log.warning("telegram_update_refused", update_id=update.update_id, reason=exc.reason)
                 return index
             except Exception as exc:
                 log.error("telegram_accept_failed", update_id=update.update_id, error=f"{type(exc).__name__}: {exc}")

@@ -258,7 +258,9 @@ class WebAdapter(PlatformAdapter):
         if self.gateway.stopping:
             raise web.HTTPServiceUnavailable(text='{"error": "shutting down"}', content_type="application/json")
         # The question is in the chat log before anything can answer it, so it always shows first.
-        if await self.log.chat_log_add(self.name, chat_id, public_id, "user", text, None, user_id):
+        # Neither write waits for a database that is down: the caller gets a 503 (gateway/http.py) and sends
+        # again, rather than a request hanging with nobody knowing whether the message was taken.
+        if await self.log.chat_log_add(self.name, chat_id, public_id, "user", text, None, user_id, wait=False):
             self._publish(chat_id, "message", _message(public_id, "user", text, None), ref=public_id)
         try:
             accepted = await self.accept(msg)

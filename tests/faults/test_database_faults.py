@@ -1,0 +1,169 @@
+"""Database faults under load: PostgreSQL restarted in the middle of it, SQLite on a disk that fills up.
+
+The real ``herald run`` takes messages through the web API and the Telegram fake while the test breaks its
+database. What it promises: it waits and reconnects (no crash, no exit); a message it acknowledged (a 202, a
+confirmed Telegram update) is answered exactly once when the database is back; a message that arrives while
+the database cannot store it is refused upstream (a 503 with a plain reason, a Telegram update left
+unconfirmed) and arrives again later; ``/readyz`` names the condition while it lasts; the fault is counted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import Herald, fake_llm, make_herald  # noqa: F401 - fixtures used here
+from tests.fakes.telegram_api import FakeTelegramThread
+from tests.faults.conftest import scale
+from tests.faults.storage import (
+    Load,
+    fill,
+    metric,
+    pg_cluster,
+    pg_unavailable_reason,
+    small_tmpfs,
+    tmpfs_unavailable_reason,
+)
+
+TG_USERS = (5101, 5102)
+
+
+@pytest.fixture
+def bot(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeTelegramThread]:
+    fake = FakeTelegramThread()
+    fake.start()
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", fake.token)
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+def telegram(bot: FakeTelegramThread) -> dict[str, Any]:
+    return {"platforms": {"telegram": {"enabled": True, "base_url": bot.base_url,
+                                       "allowed_users": [str(u) for u in TG_USERS]}}}
+
+
+def readyz(herald: Herald) -> Any:
+    return herald.get("/readyz", auth=False, timeout=15)
+
+
+def wait_readyz(herald: Herald, predicate: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        assert herald.proc is not None and herald.proc.poll() is None, f"herald exited:\n{herald.stderr()[-3000:]}"
+        last = readyz(herald)
+        if predicate(last):
+            return last
+        time.sleep(0.1)
+    raise AssertionError(f"/readyz: {what} not seen within {timeout}s; last: {last}")
+
+
+def condition(resp: Any, name: str) -> dict[str, Any] | None:
+    return ((resp.body or {}).get("conditions") or {}).get(name)
+
+
+def check_answers(load: Load, herald: Herald, timeout: float) -> tuple[int, int]:
+    lost, doubled = load.settle(timeout)
+    assert not load.ledger.errors, load.ledger.errors[:5]
+    assert not lost, f"{len(lost)} acknowledged messages never answered: {lost[:10]}\n{herald.stderr()[-2000:]}"
+    assert not doubled, f"answered twice: {doubled[:10]}"
+    return len(lost), len(doubled)
+
+
+@pytest.mark.timeout(300)
+def test_postgresql_restarted_under_load(make_herald, bot):  # noqa: F811
+    reason = pg_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    outage = scale(5, 60)
+    with pg_cluster() as pg:
+        herald = make_herald({**telegram(bot), "database": {"url": pg.url}, "logging": {"level": "debug"}})
+        load = Load(herald, bot, web_chats=3, tg_users=TG_USERS).start()
+        try:
+            time.sleep(scale(1, 10))
+            pg.stop()
+            stopped = time.monotonic()
+            down = wait_readyz(herald, lambda r: r.status == 503 and condition(r, "database"), 30,
+                               "the database condition")
+            assert condition(down, "database")["reason"] == "database unavailable"
+            assert condition(down, "database")["fault"] == "database_unavailable"
+            time.sleep(max(0.0, outage - (time.monotonic() - stopped)))
+            refused_before = len(load.ledger.refusals)
+            pg.start()
+            wait_readyz(herald, lambda r: r.status == 200, 120, "ready again")
+            time.sleep(scale(1, 10))
+        finally:
+            load.stop()
+        load.resend_refused(30)
+        try:
+            assert herald.proc is not None and herald.proc.poll() is None  # waited and reconnected: never exited
+            lost, doubled = check_answers(load, herald, 60)
+            # Messages that came while it was down were refused with a plain reason, not taken and lost.
+            assert refused_before > 0 and load.ledger.refusals
+            assert all("database unavailable" in r["error"] for r in load.ledger.refusals), load.ledger.refusals[:3]
+            injected = metric(herald, "herald_faults_total", fault="database_unavailable")
+            assert injected >= 1
+            print(f"\nfault database_unavailable: outages 1, counted {injected:g}; web sent "
+                  f"{len(load.ledger.web)}, refused {len(load.ledger.refusals)} times; telegram sent "
+                  f"{len(load.ledger.telegram)}; lost {lost}, doubled {doubled}")
+        finally:
+            if herald.proc is not None and herald.proc.poll() is None:
+                assert herald.stop() == 0  # before the cluster goes: a clean stop needs its database
+
+
+@pytest.fixture
+def db_dir(tmp_path: Path) -> Iterator[Path]:
+    reason = tmpfs_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    with small_tmpfs(tmp_path / "dbfs", "16m") as path:
+        yield path
+
+
+@pytest.mark.timeout(240)
+def test_sqlite_on_a_full_disk_refuses_then_recovers(make_herald, bot, db_dir):  # noqa: F811
+    herald = make_herald({**telegram(bot), "database": {"url": f"sqlite+aiosqlite:///{db_dir}/herald.db"}})
+    load = Load(herald, bot, web_chats=2, tg_users=TG_USERS)
+    for _ in range(4):
+        load.tick()
+    ballast = fill(db_dir)
+    full_for = scale(3, 60)
+    try:
+        # The WAL may still hold a write or two after the disk fills: the refusal comes with the first that
+        # needs a page the disk has not got.
+        deadline = time.monotonic() + 30
+        while not load.ledger.refusals:
+            assert time.monotonic() < deadline, "no message was refused on a full disk"
+            load.tick()
+            time.sleep(0.02)
+        full = wait_readyz(herald, lambda r: r.status == 503 and condition(r, "disk"), 30, "the disk condition")
+        assert condition(full, "disk")["fault"] == "disk_full"
+        refusal = load.ledger.refusals[0]["error"]
+        assert "disk full" in refusal and "send it again" in refusal, refusal
+        began = time.monotonic()
+        while time.monotonic() - began < full_for:  # messages keep coming while the disk is full
+            load.tick()
+            time.sleep(0.1)
+        assert herald.proc is not None and herald.proc.poll() is None
+        # Telegram updates that came meanwhile are not confirmed: the fake still holds them.
+        pending = bot.call(lambda fake: [u for u in fake.updates])
+        assert pending, "Telegram updates were confirmed while the disk was full"
+    finally:
+        ballast.unlink()
+    for _ in range(4):
+        load.tick()
+    wait_readyz(herald, lambda r: r.status == 200, 60, "ready again")
+    load.resend_refused(30)
+    lost, doubled = check_answers(load, herald, 60)
+    injected = metric(herald, "herald_faults_total", fault="disk_full")
+    assert injected >= 1
+    print(f"\nfault disk_full: fillings 1, counted {injected:g}; web sent {len(load.ledger.web)}, refused "
+          f"{len(load.ledger.refusals)} times; telegram sent {len(load.ledger.telegram)}; lost {lost}, "
+          f"doubled {doubled}")
+    assert herald.stop() == 0

@@ -21,7 +21,9 @@ from gateway.access import AccessControl
 from gateway.commands import CommandContext, CommandRegistry
 from gateway.config import Config
 from gateway.delivery import Delivery
+from gateway.faults import Faults
 from gateway.instance import Instance
+from gateway.jsonbody import clean_text
 from gateway.lanes import Lanes
 from gateway.logs import redact
 from gateway.platforms.base import (
@@ -39,13 +41,16 @@ from gateway.store import Store
 
 log = structlog.get_logger("herald.inbound")
 
+# The longest message a turn takes (the web API's own limit too); Telegram allows 4 096, Discord 4 000.
+MAX_MESSAGE_CHARS = 32_000
+
 Denied = Callable[[PlatformAdapter, Source], None]
 
 
 class Inbound:
     def __init__(self, cfg: Config, store: Store, access: AccessControl, commands: CommandRegistry, lanes: Lanes,
                  delivery: Delivery, notifier: Notifier, instance: Instance, life: Lifecycle,
-                 counters: dict[str, int]) -> None:
+                 counters: dict[str, int], faults: Faults | None = None) -> None:
         self.cfg = cfg
         self.store = store
         self.access = access
@@ -56,6 +61,7 @@ class Inbound:
         self.instance = instance
         self.life = life
         self.counters = counters
+        self.faults = faults if faults is not None else Faults()
         # Button id prefix -> handler; features that send buttons (approvals, ...) register here.
         self.buttons: dict[str, ButtonHandler] = {}
         self.on_denied: Denied = lambda _adapter, _source: None  # pairing answers strangers
@@ -74,6 +80,9 @@ class Inbound:
         if not msg.received_at:
             msg.received_at = time.time()
         key = self.key_for(msg.source)
+        msg.text = clean_text(msg.text)  # a platform's lone surrogate or NUL must not fail the insert below
+        if len(msg.text) > MAX_MESSAGE_CHARS and self.access.allowed(msg.source, adapter.trusted):
+            return await self._too_long(adapter, msg, key)
         payload = msg.to_dict()
         if not self.access.allowed(msg.source, adapter.trusted):
             # Stored all the same (finished), so a redelivery is a duplicate and the stranger hears once.
@@ -104,6 +113,21 @@ class Inbound:
         item = Accepted(inbox_id, msg, key, self.commands.resolve(msg.command))
         self.dispatch(adapter, item)
         return item
+
+    async def _too_long(self, adapter: PlatformAdapter, msg: InboundMessage, key: str) -> None:
+        """A message longer than any turn should take (a platform's own limit is usually far lower): recorded
+        as rejected — so a redelivery is a duplicate — and its sender told, rather than a model call with a
+        megabyte of text and a reply in hundreds of chunks."""
+        length = len(msg.text)
+        msg.text = msg.text[:200]  # the row keeps a sample, not the megabyte
+        if await self.store.inbox_add(adapter.name, msg.platform_message_id, key, msg.to_dict(),
+                                      owner=self.instance.id, status="rejected", wait=False) is None:
+            return self._duplicate(adapter, msg)
+        self.faults.record("bad_request", door=adapter.name, kind="message too long")
+        self.life.spawn(self.notifier.notify(msg.source, f"⚠️ That message is too long for me ({length:,} "
+                                                         f"characters; at most {MAX_MESSAGE_CHARS:,}). Please send "
+                                                         "it in parts, or as a file."), name="inbound:too-long")
+        return None
 
     def _duplicate(self, adapter: PlatformAdapter, msg: InboundMessage) -> None:
         self.counters["messages_duplicate"] += 1

@@ -125,7 +125,7 @@ class GatewayRunner:
                                   compression=self.compression, usage=self.usage, streams=self.streams)
         self.lanes.run_turn = self.turns.run
         self.inbound = Inbound(cfg, self.store, self.access, self.commands, self.lanes, self.delivery, self.notices,
-                               self.instance, self, self.counters)
+                               self.instance, self, self.counters, self.faults)
         register_builtin_commands(self.commands, self.lanes, self.sessions, self.store, self.approvals,
                                   cfg.model.name)
         register_conversation_commands(self.commands, self.lanes, self.lanes, self.sessions, self.store,
@@ -268,7 +268,7 @@ class GatewayRunner:
         def context(config: Any) -> AdapterContext:
             return AdapterContext(gateway=self, config=config, home=self.paths.home, media_dir=media,
                                   chat_log=self.store, platforms=dict(self.cfg.platforms), cursors=self.store,
-                                  broadcast=self.bus)
+                                  broadcast=self.bus, faults=self.faults)
 
         for name in PLATFORMS:
             platform_cfg = getattr(self.cfg.platforms, name, None)

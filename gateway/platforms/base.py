@@ -30,6 +30,7 @@ from typing import Any, Literal, Protocol
 
 import structlog
 
+from gateway.faults import Faults
 from gateway.faults import Unavailable as Unavailable  # adapters catch it from the contract
 from gateway.health import kind_of
 from gateway.logs import redact
@@ -346,6 +347,7 @@ class AdapterContext:
     platforms: Mapping[str, Any] = field(default_factory=dict)  # every platform's config, read-only
     cursors: Cursors | None = None
     broadcast: Broadcast | None = None
+    faults: Faults | None = None  # where the adapter counts what it met (bad input, platform faults)
 
 
 class PlatformAdapter(abc.ABC):
@@ -362,6 +364,7 @@ class PlatformAdapter(abc.ABC):
         self.ctx = ctx
         self.gateway = ctx.gateway
         self.cfg = ctx.config
+        self.faults = ctx.faults if ctx.faults is not None else Faults()
         self.state: AdapterState = "stopped"
         self._last_error: str | None = None
         self.error_kind: str | None = None  # the class of last_error: all that /readyz shows of it

@@ -22,6 +22,7 @@ from urllib.parse import quote
 import structlog
 from aiohttp import web
 
+from gateway.jsonbody import read_object
 from gateway.logs import add_secret
 from gateway.platforms.base import (
     AdapterContext,
@@ -228,13 +229,7 @@ class WebAdapter(PlatformAdapter):
         return hmac.compare_digest(supplied.strip().encode(), self.token.encode())
 
     async def _json(self, request: web.Request) -> dict[str, Any]:
-        try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
-            raise web.HTTPBadRequest(text='{"error": "body must be JSON"}', content_type="application/json") from None
-        if not isinstance(body, dict):
-            raise web.HTTPBadRequest(text='{"error": "body must be a JSON object"}', content_type="application/json")
-        return body
+        return await read_object(request)
 
     async def _post_message(self, request: web.Request) -> web.Response:
         body = await self._json(request)

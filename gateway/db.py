@@ -209,8 +209,14 @@ class Database:
         loop = asyncio.get_running_loop()
         while self._queue:
             batch, self._queue = self._queue, []
-            async with self._write_lock:
-                outcomes = await loop.run_in_executor(self._writer_thread, self._commit_batch, [op for op, _ in batch])
+            try:
+                async with self._write_lock:
+                    outcomes = await loop.run_in_executor(self._writer_thread, self._commit_batch,
+                                                          [op for op, _ in batch])
+                if len(outcomes) != len(batch):
+                    raise RuntimeError(f"{len(outcomes)} outcomes for a batch of {len(batch)}")
+            except Exception as exc:  # never leave a waiting op without an answer (it would wait for ever)
+                outcomes = [(False, exc)] * len(batch)
             for (_, future), (ok, value) in zip(batch, outcomes, strict=True):
                 if not future.done():
                     if ok:
@@ -229,11 +235,15 @@ class Database:
                 return [(False, exc)]
         outcomes: list[tuple[bool, Any]] = []
         for op in ops:
+            # The outcome is known only once the commit is through: a commit that fails (a full disk fails
+            # there, after the op ran) must not leave the op reported as done and then as failed too.
             try:
                 with self._writer_engine.begin() as conn:
-                    outcomes.append((True, op(conn)))
+                    value = op(conn)
             except Exception as exc:
                 outcomes.append((False, exc))
+            else:
+                outcomes.append((True, value))
         return outcomes
 
     async def init(self) -> None:

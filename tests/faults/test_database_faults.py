@@ -9,6 +9,7 @@ unconfirmed) and arrives again later; ``/readyz`` names the condition while it l
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from gateway.faults import Unavailable
+from gateway.store import Store
 from tests.e2e.conftest import Herald, fake_llm, make_herald  # noqa: F401 - fixtures used here
 from tests.fakes.telegram_api import FakeTelegramThread
 from tests.faults.conftest import scale
@@ -124,6 +127,41 @@ def db_dir(tmp_path: Path) -> Iterator[Path]:
         pytest.skip(reason)
     with small_tmpfs(tmp_path / "dbfs", "16m") as path:
         yield path
+
+
+async def test_on_a_full_disk_each_write_is_answered_once_and_waiting_ones_finish_when_space_returns(db_dir):
+    """Regression: a commit that failed on a full disk (after its op ran) was reported twice, as done and as
+    failed; the group commit handed those outcomes out in order, so half the batch was told "stored" (an inbox
+    id, a 202, a Telegram update confirmed) for rows that were never committed: acknowledged, then lost."""
+    store = Store(f"sqlite+aiosqlite:///{db_dir}/herald.db")
+    await store.init()
+    ballast = fill(db_dir)
+    try:
+        async def add(i: int, wait: bool) -> Any:
+            try:
+                return await store.inbox_add("web", f"m{i}", "k", {"text": "x" * 3000}, wait=wait)
+            except Unavailable as exc:
+                return exc.fault
+
+        refused: list[Any] = []
+        for round_ in range(5):  # batches of writes: a commit fails at the op or at the commit, as pages fall
+            batch = (add(round_ * 40 + i, False) for i in range(40))
+            refused += await asyncio.wait_for(asyncio.gather(*batch), 30)
+        assert "disk_full" in refused and all(r == "disk_full" or isinstance(r, int) for r in refused)
+        # A write reported done is stored: the message it acknowledged is there, under the id it was given.
+        for i, result in enumerate(refused):
+            if isinstance(result, int):
+                row = await store.inbox_get(result)
+                assert row is not None and row["platform_message_id"] == f"m{i}", (i, result, row)
+        assert store.faults.conditions()["disk"]["fault"] == "disk_full"
+        waiting = asyncio.ensure_future(add(1000, True))  # work already taken waits for space
+        await asyncio.sleep(0.5)
+        assert not waiting.done()
+    finally:
+        ballast.unlink()
+    assert isinstance(await asyncio.wait_for(waiting, 30), int)
+    assert isinstance(await add(1001, False), int) and "disk" not in store.faults.conditions()
+    await store.close()
 
 
 @pytest.mark.timeout(240)

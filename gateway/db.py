@@ -91,6 +91,10 @@ def unavailable_kind(exc: BaseException) -> tuple[str, str, str] | None:
         return DATABASE_DOWN
     if getattr(exc, "connection_invalidated", False):
         return DATABASE_DOWN
+    text = str(orig if orig is not None else exc).lower()
+    if "interfaceerror" in type(orig).__name__.lower() + type(exc).__name__.lower() and "connection" in text \
+            and ("closed" in text or "lost" in text):
+        return DATABASE_DOWN  # asyncpg's "connection is closed": a connection the server dropped under us
     name = getattr(orig, "sqlite_errorname", None)
     if name == "SQLITE_FULL" or (orig is not None and "database or disk is full" in str(orig)):
         return DISK_FULL

@@ -10,13 +10,17 @@ unconfirmed) and arrives again later; ``/readyz`` names the condition while it l
 from __future__ import annotations
 
 import asyncio
+import errno
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import exc as sa_exc
 
+from gateway.db import unavailable_kind
 from gateway.faults import Unavailable
 from gateway.store import Store
 from tests.e2e.conftest import Herald, fake_llm, make_herald  # noqa: F401 - fixtures used here
@@ -205,3 +209,25 @@ def test_sqlite_on_a_full_disk_refuses_then_recovers(make_herald, bot, db_dir): 
           f"{len(load.ledger.refusals)} times; telegram sent {len(load.ledger.telegram)}; lost {lost}, "
           f"doubled {doubled}")
     assert herald.stop() == 0
+
+
+class _PgError(Exception):
+    def __init__(self, sqlstate: str) -> None:
+        super().__init__(f"sqlstate {sqlstate}")
+        self.sqlstate = sqlstate
+
+
+@pytest.mark.parametrize(("error", "kind"), [
+    (ConnectionRefusedError(111, "Connect call failed"), "database"),
+    (OSError(errno.ENOSPC, "No space left on device"), "disk"),
+    (sa_exc.OperationalError("INSERT", {}, sqlite3.OperationalError("database or disk is full")), "disk"),
+    (sa_exc.DBAPIError("SELECT", {}, _PgError("57P01")), "database"),  # terminating: admin shutdown
+    (sa_exc.DBAPIError("SELECT", {}, _PgError("08003")), "database"),  # connection does not exist
+    (sa_exc.DBAPIError("INSERT", {}, _PgError("53100")), "disk"),  # PostgreSQL's disk full
+    (sa_exc.IntegrityError("INSERT", {}, _PgError("23505")), None),  # a duplicate: the op's own error
+    (sa_exc.OperationalError("SELECT", {}, sqlite3.OperationalError("no such table: x")), None),
+    (ValueError("a bug"), None),
+])
+def test_which_errors_mean_the_database_is_unavailable(error: Exception, kind: str | None):
+    found = unavailable_kind(error)
+    assert (found[0] if found else None) == kind

@@ -21,7 +21,7 @@ from gateway.access import AccessControl
 from gateway.commands import CommandContext, CommandRegistry
 from gateway.config import Config
 from gateway.delivery import Delivery
-from gateway.faults import Faults
+from gateway.faults import Faults, Unavailable
 from gateway.instance import Instance
 from gateway.jsonbody import clean_text
 from gateway.lanes import Lanes
@@ -66,6 +66,8 @@ class Inbound:
         self.buttons: dict[str, ButtonHandler] = {}
         self.on_denied: Denied = lambda _adapter, _source: None  # pairing answers strangers
         self.router: Any = None  # gateway.routing.SessionRouter: several instances on one database
+        # Messages whose insert failed as the database went away: it may have been committed all the same.
+        self._uncertain: set[tuple[str, str]] = set()
         # Per session, the last command started: the next one runs after it, so answers keep their order.
         self._commands: dict[str, asyncio.Task[None]] = {}
 
@@ -105,10 +107,20 @@ class Inbound:
         # The way in never waits for a database that is down (or a full disk): the message is refused
         # (``Unavailable``), so its platform keeps it and delivers it again; waiting would hold the platform's
         # event past its ack deadline, and an HTTP caller would not know whether it was taken.
-        inbox_id = await self.store.inbox_add(adapter.name, msg.platform_message_id, key, payload,
-                                              owner=self.instance.id, lease_until=self.instance.lease(), wait=False)
+        try:
+            inbox_id = await self.store.inbox_add(adapter.name, msg.platform_message_id, key, payload,
+                                                  owner=self.instance.id, lease_until=self.instance.lease(),
+                                                  wait=False)
+        except Unavailable:
+            if len(self._uncertain) > 10_000:  # callers who never sent again: forget them, not the process's memory
+                self._uncertain.clear()
+            self._uncertain.add((adapter.name, msg.platform_message_id))
+            raise
         if inbox_id is None:
+            if (adapter.name, msg.platform_message_id) in self._uncertain:
+                return await self._stored_after_all(adapter, msg, key)
             return self._duplicate(adapter, msg)
+        self._uncertain.discard((adapter.name, msg.platform_message_id))
         self.counters["messages_accepted"] += 1
         item = Accepted(inbox_id, msg, key, self.commands.resolve(msg.command))
         self.dispatch(adapter, item)
@@ -128,6 +140,21 @@ class Inbound:
                                                          f"characters; at most {MAX_MESSAGE_CHARS:,}). Please send "
                                                          "it in parts, or as a file."), name="inbound:too-long")
         return None
+
+    async def _stored_after_all(self, adapter: PlatformAdapter, msg: InboundMessage, key: str) -> Accepted | None:
+        """The platform redelivered a message whose insert failed with the database going away — and that
+        insert may have been committed all the same (the server took the COMMIT, the connection dropped before
+        its answer). Then the row is ours and pending, and nothing here dispatched it: take it now, or it
+        waits unanswered (its owner, this instance, is not gone, so no recovery takes it)."""
+        self._uncertain.discard((adapter.name, msg.platform_message_id))
+        row = await self.store.inbox_find(adapter.name, msg.platform_message_id)
+        if row is None or row["status"] != "pending" or row["owner"] != self.instance.id:
+            return self._duplicate(adapter, msg)
+        log.info("inbox_stored_after_all", platform=adapter.name, inbox_id=row["id"])
+        self.counters["messages_accepted"] += 1
+        item = Accepted(row["id"], msg, key, self.commands.resolve(msg.command))
+        self.dispatch(adapter, item)
+        return item
 
     def _duplicate(self, adapter: PlatformAdapter, msg: InboundMessage) -> None:
         self.counters["messages_duplicate"] += 1

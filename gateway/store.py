@@ -93,6 +93,10 @@ class Store(Database):
                 .values(lease_until=lease_until))
         return int(await self.run_write(lambda conn: conn.execute(stmt).rowcount))
 
+    async def inbox_find(self, platform: str, platform_message_id: str) -> dict[str, Any] | None:
+        return await self.run_read(op_first(select(inbox).where(and_(
+            inbox.c.platform == platform, inbox.c.platform_message_id == platform_message_id))))
+
     async def inbox_get(self, inbox_id: int) -> dict[str, Any] | None:
         return await self.run_read(op_first(select(inbox).where(inbox.c.id == inbox_id)))
 

@@ -7,6 +7,7 @@ Both need what a developer machine or CI container may lack (PostgreSQL's server
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import glob
 import os
@@ -17,10 +18,18 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pytest
+
+from gateway.config import parse_config, resolve_paths
+from gateway.runner import GatewayRunner
+from tests.fakes.llm import FakeLLM
+from tests.fakes.slack_api import FakeSlack
+from tests.fakes.telegram_api import FakeTelegram
 
 PG_USER = "postgres"
 
@@ -285,3 +294,71 @@ def metric(herald: Any, name: str, **labels: str) -> float:
         if head == (f"{name}{{{want}}}" if want else name):
             return float(value)
     return 0.0
+
+
+# ---- a daemon in the test's own process, with the platforms' fakes ------------------------------------
+
+ALICE_TG = 4242
+
+
+@pytest.fixture
+async def fake_tg() -> AsyncIterator[FakeTelegram]:
+    fake = FakeTelegram()
+    await fake.start()
+    yield fake
+    await fake.stop()
+
+
+@pytest.fixture
+async def fake_slack() -> AsyncIterator[FakeSlack]:
+    fake = FakeSlack()
+    await fake.start()
+    yield fake
+    await fake.stop()
+
+
+Start = Callable[..., Awaitable[GatewayRunner]]
+
+
+@pytest.fixture
+async def start(home: Any, tmp_path: Any, fake_llm: FakeLLM, fake_tg: FakeTelegram, fake_slack: FakeSlack,
+                monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Start]:
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", fake_tg.token)
+    monkeypatch.setenv("SLACK_BOT_TOKEN", fake_slack.bot_token)
+    monkeypatch.setenv("SLACK_APP_TOKEN", fake_slack.app_token)
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", fake_slack.signing_secret)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    runners: list[GatewayRunner] = []
+
+    async def factory(telegram_mode: str, slack: bool) -> GatewayRunner:
+        platforms: dict[str, Any] = {
+            "web": {"enabled": True},
+            "telegram": {"enabled": True, "base_url": fake_tg.base_url, "allowed_users": [ALICE_TG],
+                         "mode": telegram_mode, "public_url": "https://herald.example"},
+        }
+        if slack:
+            platforms["slack"] = {"enabled": True, "api_base_url": fake_slack.api_url, "mode": "http",
+                                  "allowed_users": ["U0ALICE1"]}
+        cfg = parse_config({"http": {"port": 0}, "display": {"streaming": False},
+                            "model": {"base_url": fake_llm.base_url, "name": "fake-model", "max_retries": 0},
+                            "platforms": platforms})
+        runner = GatewayRunner(cfg, resolve_paths())
+        await runner.start()
+        runners.append(runner)
+        await wait_until(lambda: all(a.state == "connected" for a in runner.adapters.values()))
+        return runner
+
+    yield factory
+    for runner in runners:
+        await runner.shutdown()
+
+
+async def wait_until(predicate: Callable[[], Any], timeout: float = 15.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out")
+        await asyncio.sleep(0.02)
+    return value
+
+

@@ -13,20 +13,17 @@ import hashlib
 import hmac
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
 import pytest
 
-from gateway.config import parse_config, resolve_paths
 from gateway.platforms.slack.adapter import EVENTS_PATH
 from gateway.runner import GatewayRunner
-from tests.fakes.llm import FakeLLM, Reply
-from tests.fakes.slack_api import FakeSlack
-from tests.fakes.telegram_api import FakeTelegram
+from tests.fakes.llm import Reply
+from tests.faults.storage import ALICE_TG, fake_slack, fake_tg, start, wait_until  # noqa: F401 - fixtures
 
-ALICE_TG = 4242
 ALICE_SLACK = "U0ALICE"  # replaced by the fake's own id where it matters
 WEBHOOK = "/telegram/webhook"
 COUNTED = (400, 411, 413, 415, 422)  # the statuses that are a bad request of the caller's
@@ -47,67 +44,6 @@ BODIES: dict[str, tuple[bytes, str]] = {
     "invalid UTF-8": (b'{"chat_id": "c", "user_id": "u", "text": "\xff\xfe\xc3"}', "application/json"),
     "a JSON array": (b"[1, 2, 3]", "application/json"),
 }
-
-
-@pytest.fixture
-async def fake_tg() -> AsyncIterator[FakeTelegram]:
-    fake = FakeTelegram()
-    await fake.start()
-    yield fake
-    await fake.stop()
-
-
-@pytest.fixture
-async def fake_slack() -> AsyncIterator[FakeSlack]:
-    fake = FakeSlack()
-    await fake.start()
-    yield fake
-    await fake.stop()
-
-
-Start = Callable[..., Awaitable[GatewayRunner]]
-
-
-@pytest.fixture
-async def start(home: Any, tmp_path: Any, fake_llm: FakeLLM, fake_tg: FakeTelegram, fake_slack: FakeSlack,
-                monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Start]:
-    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", fake_tg.token)
-    monkeypatch.setenv("SLACK_BOT_TOKEN", fake_slack.bot_token)
-    monkeypatch.setenv("SLACK_APP_TOKEN", fake_slack.app_token)
-    monkeypatch.setenv("SLACK_SIGNING_SECRET", fake_slack.signing_secret)
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    runners: list[GatewayRunner] = []
-
-    async def factory(telegram_mode: str, slack: bool) -> GatewayRunner:
-        platforms: dict[str, Any] = {
-            "web": {"enabled": True},
-            "telegram": {"enabled": True, "base_url": fake_tg.base_url, "allowed_users": [ALICE_TG],
-                         "mode": telegram_mode, "public_url": "https://herald.example"},
-        }
-        if slack:
-            platforms["slack"] = {"enabled": True, "api_base_url": fake_slack.api_url, "mode": "http",
-                                  "allowed_users": ["U0ALICE1"]}
-        cfg = parse_config({"http": {"port": 0}, "display": {"streaming": False},
-                            "model": {"base_url": fake_llm.base_url, "name": "fake-model", "max_retries": 0},
-                            "platforms": platforms})
-        runner = GatewayRunner(cfg, resolve_paths())
-        await runner.start()
-        runners.append(runner)
-        await wait_until(lambda: all(a.state == "connected" for a in runner.adapters.values()))
-        return runner
-
-    yield factory
-    for runner in runners:
-        await runner.shutdown()
-
-
-async def wait_until(predicate: Callable[[], Any], timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        await asyncio.sleep(0.02)
-    return value
 
 
 def bad_requests(runner: GatewayRunner) -> int:
@@ -138,7 +74,7 @@ async def web_roundtrip(http: aiohttp.ClientSession, base: str, token: str, text
 
 
 @pytest.mark.timeout(120)
-async def test_every_http_door_answers_bad_input_with_a_4xx_and_counts_it(start, fake_tg, fake_slack):
+async def test_every_http_door_answers_bad_input_with_a_4xx_and_counts_it(start, fake_tg, fake_slack):  # noqa: F811
     runner = await start("webhook", slack=True)
     base = f"http://127.0.0.1:{runner.http_port}"
     token = runner.adapters["web"].token  # type: ignore[attr-defined]
@@ -197,7 +133,7 @@ async def test_every_http_door_answers_bad_input_with_a_4xx_and_counts_it(start,
 
 
 @pytest.mark.timeout(120)
-async def test_the_telegram_poller_survives_bad_updates_and_chunks_a_long_reply(start, fake_tg, fake_llm):
+async def test_the_telegram_poller_survives_bad_updates_and_chunks_a_long_reply(start, fake_tg, fake_llm):  # noqa: F811
     runner = await start("polling", slack=False)
     before = bad_requests(runner)
 

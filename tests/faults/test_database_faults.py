@@ -27,12 +27,16 @@ from tests.e2e.conftest import Herald, fake_llm, make_herald  # noqa: F401 - fix
 from tests.fakes.telegram_api import FakeTelegramThread
 from tests.faults.conftest import scale
 from tests.faults.storage import (
+    ALICE_TG,
     Load,
+    fake_slack,  # noqa: F401 - fixture
+    fake_tg,  # noqa: F401 - fixture
     fill,
     metric,
     pg_cluster,
     pg_unavailable_reason,
     small_tmpfs,
+    start,  # noqa: F401 - fixture
     tmpfs_unavailable_reason,
 )
 
@@ -231,3 +235,29 @@ class _PgError(Exception):
 def test_which_errors_mean_the_database_is_unavailable(error: Exception, kind: str | None):
     found = unavailable_kind(error)
     assert (found[0] if found else None) == kind
+
+
+async def test_a_message_whose_insert_was_committed_as_the_connection_dropped_is_answered_once(
+        start, fake_tg, monkeypatch):  # noqa: F811
+    """The server took the COMMIT and the connection dropped before its answer: the insert looked failed
+    (the update was left unconfirmed) but the row is there. Telegram hands the update out again; its insert is
+    now a duplicate — and the row, ours and pending, was dispatched by nobody. Regression: it waited for ever
+    (its owner, this instance, is not gone, so no recovery took it)."""
+    runner = await start("polling", slack=False)
+    store = runner.store
+    real_add = store.inbox_add
+    dropped: list[str] = []
+
+    async def add_then_drop(platform: str, platform_message_id: str, *args: Any, **kw: Any) -> Any:
+        stored = await real_add(platform, platform_message_id, *args, **kw)
+        if kw.get("payload", args[1] if len(args) > 1 else {}).get("text") == "committed anyway" and not dropped:
+            dropped.append(platform_message_id)
+            raise Unavailable("database", "database_unavailable", "database unavailable")
+        return stored
+
+    monkeypatch.setattr(store, "inbox_add", add_then_drop)
+    fake_tg.user_message(ALICE_TG, text="committed anyway")
+    await fake_tg.wait_sent(lambda sent: any(s.text == "echo: committed anyway" for s in sent), timeout=15)
+    fake_tg.user_message(ALICE_TG, text="next")
+    await fake_tg.wait_sent(lambda sent: any(s.text == "echo: next" for s in sent), timeout=15)
+    assert dropped and fake_tg.texts(ALICE_TG).count("echo: committed anyway") == 1

@@ -91,7 +91,7 @@ def check_answers(load: Load, herald: Herald, timeout: float) -> tuple[int, int]
 
 
 @pytest.mark.timeout(300)
-def test_postgresql_restarted_under_load(make_herald, bot):  # noqa: F811
+def test_postgresql_restarted_under_load(bot, make_herald):  # noqa: F811 - bot first: it outlives the daemon
     reason = pg_unavailable_reason()
     if reason:
         pytest.skip(reason)
@@ -177,7 +177,7 @@ async def test_on_a_full_disk_each_write_is_answered_once_and_waiting_ones_finis
 
 
 @pytest.mark.timeout(240)
-def test_sqlite_on_a_full_disk_refuses_then_recovers(make_herald, bot, db_dir):  # noqa: F811
+def test_sqlite_on_a_full_disk_refuses_then_recovers(bot, db_dir, make_herald):  # noqa: F811
     herald = make_herald({**telegram(bot), "database": {"url": f"sqlite+aiosqlite:///{db_dir}/herald.db"}})
     load = Load(herald, bot, web_chats=int(scale(2, 16)), tg_users=TG_USERS)
     for _ in range(4):

@@ -296,7 +296,9 @@ class TelegramAdapter(PlatformAdapter):
             except Unavailable as exc:
                 # Not confirmed: Telegram hands this update (and the ones after it) out again on the next poll.
                 log.warning("telegram_update_refused", update_id=update.update_id, reason=exc.reason)
-                self._tell_unavailable(item.source, exc.reason)
+                for waiting in normalised[index:]:  # everyone whose message waits behind this one is told too
+                    if isinstance(waiting, InboundMessage):
+                        self._tell_unavailable(waiting.source, exc.reason)
                 return index
             except Exception as exc:
                 log.error("telegram_accept_failed", update_id=update.update_id, error=f"{type(exc).__name__}: {exc}")

@@ -8,6 +8,7 @@ chat log that the web chat serves.
 from __future__ import annotations
 
 import asyncio
+import errno
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -21,6 +22,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
+
+from gateway.faults import Faults, Unavailable
 
 # What a platform without its own history (the web chat) serves back to its clients.
 
@@ -53,6 +56,51 @@ def make_sqlite_engine(url: str, readers: int = 0) -> Engine:
     return engine
 
 
+# The lasting faults a database operation can meet, as (condition, fault class, reason for users and /readyz).
+DATABASE_DOWN = ("database", "database_unavailable", "database unavailable")
+DISK_FULL = ("disk", "disk_full", "disk full: the database cannot store anything")
+# PostgreSQL's SQLSTATEs for a server that is gone, going or not yet there (class 08: connection exception;
+# 57P01-03: admin shutdown, crash shutdown, cannot connect now) and for its disk being full (53100).
+_PG_DOWN = ("08", "57P01", "57P02", "57P03")
+_PG_FULL = ("53100",)
+RETRY_FIRST, RETRY_MAX = 0.2, 2.0  # seconds between attempts while the database is unavailable
+
+
+def _sqlstate(exc: BaseException) -> str:
+    for candidate in (exc, getattr(exc, "orig", None), getattr(getattr(exc, "orig", None), "__cause__", None)):
+        state = getattr(candidate, "sqlstate", None) or getattr(candidate, "pgcode", None)
+        if isinstance(state, str) and state:
+            return state
+    return ""
+
+
+def unavailable_kind(exc: BaseException) -> tuple[str, str, str] | None:
+    """DATABASE_DOWN or DISK_FULL when ``exc`` says the database cannot be used for a while (any operation
+    would fail the same way, and succeed again once the server is back or space is freed); None for an error
+    of the operation itself (a bug, a constraint), which waiting would not cure."""
+    if isinstance(exc, Unavailable):
+        return None
+    orig = getattr(exc, "orig", None)
+    for err in (exc, orig):
+        if isinstance(err, OSError):
+            return DISK_FULL if err.errno == errno.ENOSPC else DATABASE_DOWN
+    state = _sqlstate(exc)
+    if state.startswith(_PG_FULL):
+        return DISK_FULL
+    if state.startswith(_PG_DOWN):
+        return DATABASE_DOWN
+    if getattr(exc, "connection_invalidated", False):
+        return DATABASE_DOWN
+    text = str(orig if orig is not None else exc).lower()
+    if "interfaceerror" in type(orig).__name__.lower() + type(exc).__name__.lower() and "connection" in text \
+            and ("closed" in text or "lost" in text):
+        return DATABASE_DOWN  # asyncpg's "connection is closed": a connection the server dropped under us
+    name = getattr(orig, "sqlite_errorname", None)
+    if name == "SQLITE_FULL" or (orig is not None and "database or disk is full" in str(orig)):
+        return DISK_FULL
+    return None
+
+
 def is_unique_violation(exc: Exception) -> bool:
     text = str(getattr(exc, "orig", exc)).lower()
     return "unique" in text or "duplicate key" in text
@@ -65,9 +113,14 @@ class Database:
     domain operations live on ``gateway.store.Store``.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, faults: Faults | None = None) -> None:
         self.url = url
         self.engine = make_engine(url)
+        # Where a database that is down (or a disk that is full) shows: a condition /readyz reports until an
+        # operation succeeds again. The store knows nothing of the runner: it is handed the ledger.
+        self.faults = faults if faults is not None else Faults()
+        self._down: set[str] = set()  # conditions on (read without the ledger's lock on every operation)
+        self.waiting = True  # False once the daemon stops: operations fail instead of waiting for the database
         # SQLite has one writer at a time. Our writes queue here and one thread commits whatever piled up
         # in a single transaction (group commit): one hop to that thread per batch instead of a round trip
         # to aiosqlite's thread for every statement, and no pooled connections colliding in SQLite's busy
@@ -96,8 +149,46 @@ class Database:
         async with self._write_lock, self.engine.begin() as conn:
             yield conn
 
-    async def run_write(self, op: WriteOp) -> Any:
-        """Run the synchronous ``op(conn)`` in a write transaction off the loop and return its result."""
+    async def run_write(self, op: WriteOp, *, wait: bool = True) -> Any:
+        """Run the synchronous ``op(conn)`` in a write transaction off the loop and return its result.
+
+        While the database is unavailable (unreachable, or its disk full) the operation is tried again until it
+        succeeds: work already taken finishes once the database is back. With ``wait`` False it raises
+        ``Unavailable`` instead: new work (a platform's message) is refused, and the platform redelivers it."""
+        return await self._retrying(self._write_once, op, wait, writes=True)
+
+    async def run_read(self, op: WriteOp, *, wait: bool = True) -> Any:
+        """Run the synchronous ``op(conn)`` on a read connection off the loop and return its result (waiting
+        while the database is unreachable, as ``run_write``)."""
+        return await self._retrying(self._read_once, op, wait, writes=False)
+
+    async def _retrying(self, attempt: Callable[[WriteOp], Any], op: WriteOp, wait: bool, writes: bool) -> Any:
+        delay = RETRY_FIRST
+        while True:
+            try:
+                result = await attempt(op)
+            except Exception as exc:
+                kind = unavailable_kind(exc)
+                if kind is None:
+                    raise
+                condition, fault, reason = kind
+                if condition not in self._down:
+                    self._down.add(condition)
+                    self.faults.begin(condition, fault, reason, store="sqlite" if self._batched else "postgresql")
+                if not wait or not self.waiting:
+                    raise Unavailable(condition, fault, reason) from None
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX)
+                continue
+            if self._down:
+                # A read says nothing about the disk (reads succeed on a full one); a write clears both.
+                for condition in list(self._down):
+                    if writes or condition == DATABASE_DOWN[0]:
+                        self._down.discard(condition)
+                        self.faults.end(condition)
+            return result
+
+    async def _write_once(self, op: WriteOp) -> Any:
         if not self._batched:
             async with self.engine.begin() as conn:
                 return await conn.run_sync(op)
@@ -107,8 +198,7 @@ class Database:
             self._writer = asyncio.create_task(self._write_batches())
         return await asyncio.shield(future)
 
-    async def run_read(self, op: WriteOp) -> Any:
-        """Run the synchronous ``op(conn)`` on a read connection off the loop and return its result."""
+    async def _read_once(self, op: WriteOp) -> Any:
         if not self._batched:
             async with self.engine.connect() as conn:
                 return await conn.run_sync(op)
@@ -123,8 +213,14 @@ class Database:
         loop = asyncio.get_running_loop()
         while self._queue:
             batch, self._queue = self._queue, []
-            async with self._write_lock:
-                outcomes = await loop.run_in_executor(self._writer_thread, self._commit_batch, [op for op, _ in batch])
+            try:
+                async with self._write_lock:
+                    outcomes = await loop.run_in_executor(self._writer_thread, self._commit_batch,
+                                                          [op for op, _ in batch])
+                if len(outcomes) != len(batch):
+                    raise RuntimeError(f"{len(outcomes)} outcomes for a batch of {len(batch)}")
+            except Exception as exc:  # never leave a waiting op without an answer (it would wait for ever)
+                outcomes = [(False, exc)] * len(batch)
             for (_, future), (ok, value) in zip(batch, outcomes, strict=True):
                 if not future.done():
                     if ok:
@@ -143,11 +239,15 @@ class Database:
                 return [(False, exc)]
         outcomes: list[tuple[bool, Any]] = []
         for op in ops:
+            # The outcome is known only once the commit is through: a commit that fails (a full disk fails
+            # there, after the op ran) must not leave the op reported as done and then as failed too.
             try:
                 with self._writer_engine.begin() as conn:
-                    outcomes.append((True, op(conn)))
+                    value = op(conn)
             except Exception as exc:
                 outcomes.append((False, exc))
+            else:
+                outcomes.append((True, value))
         return outcomes
 
     async def init(self) -> None:

@@ -93,3 +93,16 @@ class Faults:
 
 
 NULL_FAULTS = Faults()
+
+
+class Unavailable(Exception):
+    """Something the daemon needs to take new work is down for a while (the database is unreachable, its disk
+    is full): the work is refused, not half-taken. An adapter does not acknowledge the platform's event, so
+    the platform delivers it again later; an HTTP caller gets a 503 with ``reason``, a fixed text fit for a
+    user (never exception text)."""
+
+    def __init__(self, condition: str, fault: str, reason: str) -> None:
+        super().__init__(reason)
+        self.condition = condition
+        self.fault = fault
+        self.reason = reason

@@ -11,6 +11,7 @@ import structlog
 from aiohttp import web
 
 from gateway.config import Config
+from gateway.faults import Unavailable
 from gateway.platforms.base import PlatformAdapter
 
 log = structlog.get_logger("herald.http")
@@ -20,18 +21,46 @@ def _json_error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
 
-@web.middleware
-async def errors_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
-    """Bad input gets a clear 4xx, a bug gets a short 500 — never a stack trace over the wire."""
-    try:
-        return await handler(request)
-    except web.HTTPException as exc:
-        if exc.content_type != "application/json" and exc.status >= 400:
-            return _json_error(exc.status, exc.reason)
-        raise
-    except Exception:
-        log.exception("http_handler_failed", path=request.path)
-        return _json_error(500, "internal error")
+# The statuses that say the caller sent something we will not take (malformed, too big, the wrong type):
+# each is one ``bad_request`` fault. 401/404/405 are not counted: they are about who asks, and where.
+BAD_REQUEST_STATUSES = frozenset({400, 411, 413, 415, 422})
+
+
+def door_of(request: web.Request) -> str:
+    """The route a request came in by, as declared (``/api/v1/chats/{chat_id}/messages``): plain text for a
+    fault's ``door`` field, never the caller's own path."""
+    info = getattr(request, "match_info", None)
+    route = getattr(info, "route", None)
+    resource = getattr(route, "resource", None)
+    return resource.canonical if resource is not None else "unrouted"
+
+
+def errors_middleware(faults: Any) -> Any:
+    @web.middleware
+    async def middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+        """Bad input gets a clear 4xx, a bug gets a short 500 — never a stack trace over the wire."""
+        try:
+            response = await handler(request)
+        except web.HTTPException as exc:
+            if exc.status in BAD_REQUEST_STATUSES:
+                faults.record("bad_request", door=door_of(request), status=exc.status)
+            if exc.content_type != "application/json" and exc.status >= 400:
+                return _json_error(exc.status, exc.reason)
+            raise
+        except Unavailable as exc:
+            # Nothing was taken: say so plainly, and when to try again (the reason is fixed text, never an
+            # error's).
+            return web.json_response({"error": f"Herald cannot take this right now ({exc.reason}); nothing was "
+                                               "stored: send it again in a moment"}, status=503,
+                                     headers={"Retry-After": "5"})
+        except Exception:
+            log.exception("http_handler_failed", path=request.path)
+            return _json_error(500, "internal error")
+        if response.status in BAD_REQUEST_STATUSES:  # a handler that answered its 4xx rather than raising it
+            faults.record("bad_request", door=door_of(request), status=response.status)
+        return response
+
+    return middleware
 
 
 class HttpHost(Protocol):
@@ -64,7 +93,8 @@ class HttpServer:
         self.app = self._build()
 
     def _build(self) -> web.Application:
-        app = web.Application(middlewares=[self._auth_middleware, errors_middleware], client_max_size=2 * 1024**2)
+        app = web.Application(middlewares=[self._auth_middleware, errors_middleware(self.runner.faults)],
+                              client_max_size=2 * 1024**2)
         app.add_routes([
             web.get("/", self._index),
             # Browsers ask for /favicon.ico on every load whatever the page links; both get the same icon.

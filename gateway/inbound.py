@@ -21,7 +21,9 @@ from gateway.access import AccessControl
 from gateway.commands import CommandContext, CommandRegistry
 from gateway.config import Config
 from gateway.delivery import Delivery
+from gateway.faults import Faults, Unavailable
 from gateway.instance import Instance
+from gateway.jsonbody import clean_text
 from gateway.lanes import Lanes
 from gateway.logs import redact
 from gateway.platforms.base import (
@@ -39,13 +41,16 @@ from gateway.store import Store
 
 log = structlog.get_logger("herald.inbound")
 
+# The longest message a turn takes (the web API's own limit too); Telegram allows 4 096, Discord 4 000.
+MAX_MESSAGE_CHARS = 32_000
+
 Denied = Callable[[PlatformAdapter, Source], None]
 
 
 class Inbound:
     def __init__(self, cfg: Config, store: Store, access: AccessControl, commands: CommandRegistry, lanes: Lanes,
                  delivery: Delivery, notifier: Notifier, instance: Instance, life: Lifecycle,
-                 counters: dict[str, int]) -> None:
+                 counters: dict[str, int], faults: Faults | None = None) -> None:
         self.cfg = cfg
         self.store = store
         self.access = access
@@ -56,10 +61,13 @@ class Inbound:
         self.instance = instance
         self.life = life
         self.counters = counters
+        self.faults = faults if faults is not None else Faults()
         # Button id prefix -> handler; features that send buttons (approvals, ...) register here.
         self.buttons: dict[str, ButtonHandler] = {}
         self.on_denied: Denied = lambda _adapter, _source: None  # pairing answers strangers
         self.router: Any = None  # gateway.routing.SessionRouter: several instances on one database
+        # Messages whose insert failed as the database went away: it may have been committed all the same.
+        self._uncertain: set[tuple[str, str]] = set()
         # Per session, the last command started: the next one runs after it, so answers keep their order.
         self._commands: dict[str, asyncio.Task[None]] = {}
 
@@ -74,11 +82,14 @@ class Inbound:
         if not msg.received_at:
             msg.received_at = time.time()
         key = self.key_for(msg.source)
+        msg.text = clean_text(msg.text)  # a platform's lone surrogate or NUL must not fail the insert below
+        if len(msg.text) > MAX_MESSAGE_CHARS and self.access.allowed(msg.source, adapter.trusted):
+            return await self._too_long(adapter, msg, key)
         payload = msg.to_dict()
         if not self.access.allowed(msg.source, adapter.trusted):
             # Stored all the same (finished), so a redelivery is a duplicate and the stranger hears once.
             if await self.store.inbox_add(adapter.name, msg.platform_message_id, key, payload, owner=self.instance.id,
-                                          status="denied") is None:
+                                          status="denied", wait=False) is None:
                 return self._duplicate(adapter, msg)
             self.counters["messages_denied"] += 1
             log.info("sender_denied", platform=adapter.name, user_id=msg.source.user_id)
@@ -93,12 +104,55 @@ class Inbound:
                 return self._duplicate(adapter, msg)
             self.counters["messages_accepted"] += 1
             return routed
-        inbox_id = await self.store.inbox_add(adapter.name, msg.platform_message_id, key, payload,
-                                              owner=self.instance.id, lease_until=self.instance.lease())
+        # The way in never waits for a database that is down (or a full disk): the message is refused
+        # (``Unavailable``), so its platform keeps it and delivers it again; waiting would hold the platform's
+        # event past its ack deadline, and an HTTP caller would not know whether it was taken.
+        try:
+            inbox_id = await self.store.inbox_add(adapter.name, msg.platform_message_id, key, payload,
+                                                  owner=self.instance.id, lease_until=self.instance.lease(),
+                                                  wait=False)
+        except Unavailable:
+            if len(self._uncertain) > 10_000:  # callers who never sent again: forget them, not the process's memory
+                self._uncertain.clear()
+            self._uncertain.add((adapter.name, msg.platform_message_id))
+            raise
         if inbox_id is None:
+            if (adapter.name, msg.platform_message_id) in self._uncertain:
+                return await self._stored_after_all(adapter, msg, key)
             return self._duplicate(adapter, msg)
+        self._uncertain.discard((adapter.name, msg.platform_message_id))
         self.counters["messages_accepted"] += 1
         item = Accepted(inbox_id, msg, key, self.commands.resolve(msg.command))
+        self.dispatch(adapter, item)
+        return item
+
+    async def _too_long(self, adapter: PlatformAdapter, msg: InboundMessage, key: str) -> None:
+        """A message longer than any turn should take (a platform's own limit is usually far lower): recorded
+        as rejected — so a redelivery is a duplicate — and its sender told, rather than a model call with a
+        megabyte of text and a reply in hundreds of chunks."""
+        length = len(msg.text)
+        msg.text = msg.text[:200]  # the row keeps a sample, not the megabyte
+        if await self.store.inbox_add(adapter.name, msg.platform_message_id, key, msg.to_dict(),
+                                      owner=self.instance.id, status="rejected", wait=False) is None:
+            return self._duplicate(adapter, msg)
+        self.faults.record("bad_request", door=adapter.name, kind="message too long")
+        self.life.spawn(self.notifier.notify(msg.source, f"⚠️ That message is too long for me ({length:,} "
+                                                         f"characters; at most {MAX_MESSAGE_CHARS:,}). Please send "
+                                                         "it in parts, or as a file."), name="inbound:too-long")
+        return None
+
+    async def _stored_after_all(self, adapter: PlatformAdapter, msg: InboundMessage, key: str) -> Accepted | None:
+        """The platform redelivered a message whose insert failed with the database going away — and that
+        insert may have been committed all the same (the server took the COMMIT, the connection dropped before
+        its answer). Then the row is ours and pending, and nothing here dispatched it: take it now, or it
+        waits unanswered (its owner, this instance, is not gone, so no recovery takes it)."""
+        self._uncertain.discard((adapter.name, msg.platform_message_id))
+        row = await self.store.inbox_find(adapter.name, msg.platform_message_id)
+        if row is None or row["status"] != "pending" or row["owner"] != self.instance.id:
+            return self._duplicate(adapter, msg)
+        log.info("inbox_stored_after_all", platform=adapter.name, inbox_id=row["id"])
+        self.counters["messages_accepted"] += 1
+        item = Accepted(row["id"], msg, key, self.commands.resolve(msg.command))
         self.dispatch(adapter, item)
         return item
 

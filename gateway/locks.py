@@ -33,6 +33,7 @@ from typing import Any
 from sqlalchemy import delete, insert, select, text
 from sqlalchemy.engine import Connection
 
+from gateway.db import unavailable_kind
 from gateway.tables import credential_lock_holders
 
 
@@ -45,6 +46,11 @@ def describe_holder(holder: dict[str, Any] | None) -> str:
     if holder.get("host"):
         parts.append(f"host {holder['host']}")
     return ", ".join(parts)
+
+
+class LockDatabaseDown(ConnectionError):
+    """The database that holds a credential's lock is unreachable (the lock was lost with its connection, or
+    cannot be taken): retried soon, since the database coming back should bring the adapter back with it."""
 
 
 class CredentialLocked(RuntimeError):
@@ -192,7 +198,7 @@ class PgCredentialLock:
             await asyncio.wait_for(self._conn.run_sync(lambda c: c.execute(text("SELECT 1")).scalar()), 10)
             await self._conn.commit()
         except Exception as exc:
-            raise ConnectionError(f"lost the {self.scope} credential lock's database connection: "
+            raise LockDatabaseDown(f"lost the {self.scope} credential lock's database connection: "
                                   f"{type(exc).__name__}") from exc
 
     async def release(self) -> None:
@@ -240,9 +246,12 @@ class CredentialLocks:
                     pg_lock = PgCredentialLock(self.pg_url, scope, credential, self.holder, shared=shared)
                     await pg_lock.acquire()
                     held.append(pg_lock)
-        except BaseException:
+        except BaseException as exc:
             for lock in reversed(held):
                 await _release(lock)
+            if isinstance(exc, Exception) and unavailable_kind(exc) is not None:
+                raise LockDatabaseDown(f"cannot take the credential lock: the database is unavailable "
+                                       f"({type(exc).__name__})") from exc
             raise
         if held:
             self._held[owner] = held

@@ -78,7 +78,8 @@ class SessionRouter:
             # Only a lease that ran out, or whose owner is a process of this machine that no longer runs: the
             # heartbeats known here may be older than an instance that started a moment ago.
             taken: Taken = await self.store.run_write(op_accept(key, row, self.instance.id,
-                                                                lambda owner, _until: process_gone(owner)))
+                                                                lambda owner, _until: process_gone(owner)),
+                                                        wait=False)
         except Exception as exc:
             if is_unique_violation(exc):
                 return None

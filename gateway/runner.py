@@ -97,9 +97,10 @@ class GatewayRunner:
         }
         self._tasks: set[asyncio.Task[Any]] = set()
         self.adapters: dict[str, PlatformAdapter] = {}
-        self.store = Store(cfg.database.url or f"sqlite+aiosqlite:///{paths.db_file}")
         self.metrics = Metrics(self)  # a registry of its own: several runners may share a process (tests)
         self.faults = Faults(self.metrics)  # counted, logged, and /readyz's reasons (gateway/faults.py)
+        # The store reports a database that is down (or a full disk) to the ledger as a lasting condition.
+        self.store = Store(cfg.database.url or f"sqlite+aiosqlite:///{paths.db_file}", self.faults)
         self.instance = Instance(self.store, paths.profile)
         self.delivery = Delivery(self.store, self.metrics, owner=self.instance.id)
         self.notices = Notices(self.delivery, self.adapters)
@@ -124,7 +125,7 @@ class GatewayRunner:
                                   compression=self.compression, usage=self.usage, streams=self.streams)
         self.lanes.run_turn = self.turns.run
         self.inbound = Inbound(cfg, self.store, self.access, self.commands, self.lanes, self.delivery, self.notices,
-                               self.instance, self, self.counters)
+                               self.instance, self, self.counters, self.faults)
         register_builtin_commands(self.commands, self.lanes, self.sessions, self.store, self.approvals,
                                   cfg.model.name)
         register_conversation_commands(self.commands, self.lanes, self.lanes, self.sessions, self.store,
@@ -267,7 +268,7 @@ class GatewayRunner:
         def context(config: Any) -> AdapterContext:
             return AdapterContext(gateway=self, config=config, home=self.paths.home, media_dir=media,
                                   chat_log=self.store, platforms=dict(self.cfg.platforms), cursors=self.store,
-                                  broadcast=self.bus)
+                                  broadcast=self.bus, faults=self.faults)
 
         for name in PLATFORMS:
             platform_cfg = getattr(self.cfg.platforms, name, None)
@@ -318,6 +319,7 @@ class GatewayRunner:
             await self.cron.stop()
         log.info("gateway_draining", running=self.lanes.running())
         await self.lanes.drain(self.cfg.gateway.drain_seconds)
+        self.store.waiting = False  # a database still down no longer holds the exit: what is left stays for the next
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -15,6 +15,7 @@ from sqlalchemy import and_, bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from gateway.db import Database, is_unique_violation, op_all, op_exec, op_first
+from gateway.faults import Faults
 from gateway.tables import chat_log, inbox, messages, outbox, platform_cursors, sessions, usage
 
 HISTORY_CACHE_SESSIONS = 256
@@ -27,8 +28,8 @@ class NotExpected(Exception):
 
 
 class Store(Database):
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
+    def __init__(self, url: str, faults: Faults | None = None) -> None:
+        super().__init__(url, faults)
         # The newest messages of recently active sessions, as each turn sends them to the model: loading
         # and decoding them from the database every turn was a fifth of the per-message CPU. Appends go
         # through ``append_messages`` (the only writer of ``messages``), which keeps these in step; /undo and
@@ -40,8 +41,9 @@ class Store(Database):
 
     async def inbox_add(self, platform: str, platform_message_id: str, session_key: str, payload: dict[str, Any],
                         owner: str | None = None, lease_until: float | None = None,
-                        status: str = "pending") -> int | None:
-        """Store an accepted message; ``None`` when this platform message was already taken."""
+                        status: str = "pending", wait: bool = True) -> int | None:
+        """Store an accepted message; ``None`` when this platform message was already taken. With ``wait``
+        False, ``Unavailable`` while the database is (the message is refused, not held: ``Database.run_write``)."""
         now = time.time()
         params = {
             "platform": platform, "platform_message_id": platform_message_id, "session_key": session_key,
@@ -53,7 +55,7 @@ class Store(Database):
             return int(conn.execute(_INBOX_INSERT, params).inserted_primary_key[0])
 
         try:
-            return await self.run_write(op)
+            return await self.run_write(op, wait=wait)
         except Exception as exc:
             if is_unique_violation(exc):
                 return None
@@ -90,6 +92,10 @@ class Store(Database):
         stmt = (update(inbox).where(and_(inbox.c.owner == owner, inbox.c.status.in_(UNFINISHED)))
                 .values(lease_until=lease_until))
         return int(await self.run_write(lambda conn: conn.execute(stmt).rowcount))
+
+    async def inbox_find(self, platform: str, platform_message_id: str) -> dict[str, Any] | None:
+        return await self.run_read(op_first(select(inbox).where(and_(
+            inbox.c.platform == platform, inbox.c.platform_message_id == platform_message_id))))
 
     async def inbox_get(self, inbox_id: int) -> dict[str, Any] | None:
         return await self.run_read(op_first(select(inbox).where(inbox.c.id == inbox_id)))
@@ -388,13 +394,14 @@ class Store(Database):
     # ---- chat log (web chat history) ---------------------------------------------------------
 
     async def chat_log_add(self, platform: str, chat_id: str, message_id: str, role: str, text: str,
-                           buttons: list[dict[str, Any]] | None = None, user_id: str | None = None) -> bool:
+                           buttons: list[dict[str, Any]] | None = None, user_id: str | None = None,
+                           wait: bool = True) -> bool:
         now = time.time()
         try:
             await self.run_write(op_exec(insert(chat_log).values(
                 platform=platform, chat_id=chat_id, message_id=message_id, role=role, user_id=user_id,
                 text=text, buttons=buttons, created_at=now, updated_at=now,
-            )))
+            )), wait=wait)
             return True
         except Exception as exc:
             if is_unique_violation(exc):

@@ -11,7 +11,7 @@ import random
 import structlog
 
 from gateway.instance import RENEW_SECONDS, Instance
-from gateway.locks import CredentialLocked, CredentialLocks
+from gateway.locks import CredentialLocked, CredentialLocks, LockDatabaseDown
 from gateway.platforms.base import PlatformAdapter
 from gateway.ports import Adapters, Lifecycle
 from gateway.recovery import Recovery
@@ -21,6 +21,7 @@ log = structlog.get_logger("herald.supervisor")
 
 class Supervisor:
     lock_retry_seconds = 3.0  # most time between retries while another process holds a credential
+    db_retry_seconds = 4.0  # ... while the database holding the credential locks is unavailable
 
     def __init__(self, adapters: Adapters, locks: CredentialLocks, recovery: Recovery, instance: Instance,
                  life: Lifecycle) -> None:
@@ -71,7 +72,11 @@ class Supervisor:
                     pass
                 await self.locks.release(adapter.name)
                 await asyncio.sleep(delay * (0.8 + random.random() * 0.4))
-                delay = min(delay * 2, self.lock_retry_seconds if locked else 300.0)
+                # The lock's database down: back within seconds of it, not after a backoff grown through the
+                # outage (deliveries to this platform give up meanwhile).
+                cap = self.lock_retry_seconds if locked else self.db_retry_seconds if isinstance(
+                    exc, LockDatabaseDown) else 300.0
+                delay = min(delay * 2, cap)
 
     def _attempted_once(self, adapter: PlatformAdapter) -> None:
         self._attempted.setdefault(adapter.name, asyncio.Event()).set()

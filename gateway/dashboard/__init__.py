@@ -27,7 +27,8 @@ import structlog
 from aiohttp import web
 
 from gateway.dashboard import views
-from gateway.dashboard.data import Overview, SessionRow, job_and_runs, overview_rows, parse_key
+from gateway.dashboard.data import Overview, SessionRow, is_session_key, job_and_runs, overview_rows, parse_key
+from gateway.jsonbody import read_object
 from gateway.platforms.base import PlatformAdapter, Source
 
 log = structlog.get_logger("herald.dashboard")
@@ -189,7 +190,7 @@ class Dashboard:
 
     async def _reset(self, request: web.Request) -> web.Response:
         key = (await _json(request)).get("key")
-        if not isinstance(key, str) or not key:
+        if not isinstance(key, str) or not is_session_key(key):
             raise web.HTTPBadRequest(text=json.dumps({"error": "key: the session's key"}),
                                      content_type="application/json")
         platform, chat, thread, user = parse_key(key)
@@ -211,11 +212,4 @@ class Dashboard:
 
 
 async def _json(request: web.Request) -> dict[str, Any]:
-    try:
-        body = await request.json()
-    except ValueError:
-        body = None
-    if not isinstance(body, dict):
-        raise web.HTTPBadRequest(text=json.dumps({"error": "a JSON object is expected"}),
-                                 content_type="application/json")
-    return body
+    return await read_object(request)

@@ -41,6 +41,14 @@ class Overview:
     turns_waiting: int = 0
 
 
+def is_session_key(key: str) -> bool:
+    """``key`` has a session key's shape (gateway/session/keys.py): platform, optional scope, chat type, chat."""
+    parts = key.split(":")
+    rest = parts[2:] if len(parts) > 1 and parts[1].startswith("s") else parts[1:]
+    return (len(key) <= 1024 and bool(parts[0]) and len(rest) >= 2 and rest[0] in ("dm", "group", "channel")
+            and bool(rest[1]))
+
+
 def parse_key(key: str) -> tuple[str, str, str | None, str | None]:
     """(platform, chat, thread, user) from a session key (gateway/session/keys.py), ids decoded."""
     parts = key.split(":")

@@ -30,6 +30,8 @@ from typing import Any, Literal, Protocol
 
 import structlog
 
+from gateway.faults import Faults
+from gateway.faults import Unavailable as Unavailable  # adapters catch it from the contract
 from gateway.health import kind_of
 from gateway.logs import redact
 
@@ -302,7 +304,8 @@ class ChatLog(Protocol):
     """History kept by the gateway for a platform that has none of its own (the web chat)."""
 
     async def chat_log_add(self, platform: str, chat_id: str, message_id: str, role: str, text: str,
-                           buttons: list[dict[str, Any]] | None = None, user_id: str | None = None) -> bool: ...
+                           buttons: list[dict[str, Any]] | None = None, user_id: str | None = None,
+                           wait: bool = True) -> bool: ...
 
     async def chat_log_edit(self, platform: str, message_id: str, text: str | None,
                             buttons: list[dict[str, Any]] | None) -> dict[str, Any] | None: ...
@@ -344,6 +347,7 @@ class AdapterContext:
     platforms: Mapping[str, Any] = field(default_factory=dict)  # every platform's config, read-only
     cursors: Cursors | None = None
     broadcast: Broadcast | None = None
+    faults: Faults | None = None  # where the adapter counts what it met (bad input, platform faults)
 
 
 class PlatformAdapter(abc.ABC):
@@ -360,6 +364,7 @@ class PlatformAdapter(abc.ABC):
         self.ctx = ctx
         self.gateway = ctx.gateway
         self.cfg = ctx.config
+        self.faults = ctx.faults if ctx.faults is not None else Faults()
         self.state: AdapterState = "stopped"
         self._last_error: str | None = None
         self.error_kind: str | None = None  # the class of last_error: all that /readyz shows of it
@@ -468,7 +473,8 @@ class PlatformAdapter(abc.ABC):
         """Hand a normalised message to the gateway; False for a duplicate or a sender who may not talk.
 
         The message is durable when this returns: acknowledge the platform now. Raises ``ShuttingDown``
-        while the daemon drains (the platform should redeliver later).
+        while the daemon drains, and ``Unavailable`` while it cannot store messages (its database is down, its
+        disk full): do not acknowledge then, so the platform redelivers later.
         """
         return await self.gateway.accept(self, msg) is not None
 

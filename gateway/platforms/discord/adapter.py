@@ -38,6 +38,7 @@ from gateway.platforms.base import (
     PlatformAdapter,
     ShuttingDown,
     TooBig,
+    Unavailable,
     save_stream,
 )
 from gateway.platforms.discord.backfill import ChannelLog, Outcome
@@ -274,6 +275,9 @@ class DiscordAdapter(PlatformAdapter):
             await self.accept(msg)
         except ShuttingDown:
             await self._say(msg, RESTARTING)
+        except Unavailable as exc:
+            await self._say(msg, f"Herald cannot take this right now ({exc.reason}); please send it again in a "
+                                 "moment.")
         except Exception as exc:
             log.error("discord_accept_failed", interaction_id=interaction.id, error=f"{type(exc).__name__}: {exc}")
             await self._say(msg, f"That did not work ({type(exc).__name__}); please try again.")

@@ -25,6 +25,7 @@ import structlog
 from aiohttp import web
 
 from gateway.configbase import secret
+from gateway.jsonbody import bad_request, parse_object
 from gateway.platforms.base import (
     AdapterContext,
     Button,
@@ -343,6 +344,7 @@ class SlackAdapter(PlatformAdapter):
 
         if self._app is None:
             return web.json_response({"error": "not connected yet"}, status=503)
+        check_body(await request.read(), request.headers.get("Content-Type"))
         return await to_aiohttp_response(await self._app.async_dispatch(await to_bolt_request(request)))
 
     # ---- outbound --------------------------------------------------------------------------------
@@ -385,3 +387,23 @@ class SlackAdapter(PlatformAdapter):
             except Exception as exc:
                 log.info("slack_response_url_failed", error=f"{type(exc).__name__}: {exc}")
         return False
+
+
+def check_body(raw: bytes, content_type: str | None) -> None:
+    """Refuse (400) a body Bolt would choke on (it parses before it checks the signature, and raises on what
+    is not UTF-8, not JSON, too deeply nested, or a JSON array): decided as Bolt's ``parse_body`` decides how
+    to read it."""
+    from urllib.parse import parse_qsl
+
+    if not raw:
+        return
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise bad_request("the body must be UTF-8 text") from None
+    if content_type == "application/json" or text.startswith("{"):
+        parse_object(text)
+    elif "payload" in text:
+        payload = dict(parse_qsl(text, keep_blank_values=True)).get("payload")
+        if payload is not None:
+            parse_object(payload)

@@ -36,6 +36,7 @@ from gateway.platforms.base import (
     PlatformAdapter,
     ShuttingDown,
     TooBig,
+    Unavailable,
 )
 from gateway.platforms.telegram.inbound import TelegramInbound
 from gateway.platforms.telegram.outbound import MAX_UTF16, TelegramOutbound
@@ -79,6 +80,7 @@ class TelegramAdapter(PlatformAdapter):
         self._webhook_secret: str | None = None
         self._answering: set[asyncio.Task[bool]] = set()
         self._unanswered: dict[str, asyncio.TimerHandle] = {}  # callback_query_id -> its deadline's answer
+        self._told_unavailable: set[str] = set()  # chats told Herald cannot store messages now
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
@@ -206,8 +208,7 @@ class TelegramAdapter(PlatformAdapter):
             if bot is None:
                 return
             try:
-                updates = await bot.get_updates(offset=self._offset, timeout=POLL_TIMEOUT,
-                                                allowed_updates=ALLOWED_UPDATES, read_timeout=POLL_TIMEOUT + 10)
+                updates, last_id = await self._get_updates(bot)
                 self._confirmed = self._offset
             except asyncio.CancelledError:
                 raise
@@ -228,16 +229,43 @@ class TelegramAdapter(PlatformAdapter):
                 self.state, self.last_error = "connected", None
                 log.info("telegram_poll_resumed")
             delay = 1.0
-            if not updates:
-                continue
-            done = await self._process(updates)
-            if done:
+            done = await self._process(updates) if updates else 0
+            if done == len(updates) and last_id is not None:
+                self._offset = last_id + 1  # past any unreadable update after the last good one too
+            elif done:
                 self._offset = updates[done - 1].update_id + 1
             if done < len(updates):
                 # The inbox could not take one: leave it (and the rest) unconfirmed and try again shortly.
                 if self.gateway.stopping:
                     return
                 await asyncio.sleep(1.0)
+
+    async def _get_updates(self, bot: Bot) -> tuple[list[Update], int | None]:
+        """getUpdates, each update parsed on its own; also the highest update id handed out.
+
+        PTB's ``get_updates`` parses the whole batch at once: one update it cannot read (a field of an
+        unexpected type) failed every poll, the offset never moved past it, and the bot heard nothing more.
+        Here such an update is skipped (confirmed with the rest) and counted as a bad request."""
+        from telegram import Update
+
+        raw = await bot._post("getUpdates", {"offset": self._offset, "timeout": POLL_TIMEOUT,
+                                             "allowed_updates": ALLOWED_UPDATES}, read_timeout=POLL_TIMEOUT + 10)
+        updates: list[Update] = []
+        last_id: int | None = None
+        for item in raw if isinstance(raw, list) else []:
+            update_id = item.get("update_id") if isinstance(item, dict) else None
+            if isinstance(update_id, int) and not isinstance(update_id, bool):
+                last_id = update_id if last_id is None else max(last_id, update_id)
+            try:
+                update = Update.de_json(item, bot)
+            except Exception as exc:
+                update = None
+                log.warning("telegram_update_unreadable", update_id=update_id, error=type(exc).__name__)
+            if update is None or not isinstance(update_id, int):
+                self.faults.record("bad_request", door="telegram", kind="unreadable update")
+                continue
+            updates.append(update)
+        return updates, last_id
 
     def _die(self, exc: BaseException) -> None:
         log.error("telegram_poll_stopped", error=f"{type(exc).__name__}: {exc}")
@@ -251,8 +279,12 @@ class TelegramAdapter(PlatformAdapter):
             if isinstance(item, BaseException):
                 # A bug in normalising one update must not wedge the chat: log it and move on.
                 log.error("telegram_update_failed", update_id=update.update_id, error=f"{type(item).__name__}: {item}")
+                self.faults.record("bad_request", door="telegram", kind="update not understood")
                 continue
             if item is None:
+                if update.api_kwargs and update.message is None and update.callback_query is None:
+                    # A kind of update Herald never asked for (not in allowed_updates): ignored, and counted.
+                    self.faults.record("bad_request", door="telegram", kind="unknown update")
                 continue
             if isinstance(item, ButtonPress):
                 self._take_press(item)
@@ -261,10 +293,41 @@ class TelegramAdapter(PlatformAdapter):
                 await self.accept(item)
             except ShuttingDown:
                 return index
+            except Unavailable as exc:
+                # Not confirmed: Telegram hands this update (and the ones after it) out again on the next poll.
+                log.warning("telegram_update_refused", update_id=update.update_id, reason=exc.reason)
+                for waiting in normalised[index:]:  # everyone whose message waits behind this one is told too
+                    if isinstance(waiting, InboundMessage):
+                        self._tell_unavailable(waiting.source, exc.reason)
+                return index
             except Exception as exc:
                 log.error("telegram_accept_failed", update_id=update.update_id, error=f"{type(exc).__name__}: {exc}")
                 return index
+            if self._told_unavailable:
+                self._told_unavailable.discard(item.source.chat_id)
         return len(updates)
+
+    def _tell_unavailable(self, source: Any, reason: str) -> None:
+        """Once per chat while Herald cannot store messages: say so, so the silence has a reason. Sent straight
+        through the Bot API (the outbox is in the database that cannot be written); the message itself is
+        answered when Telegram hands it out again after the fault."""
+        if source.chat_id in self._told_unavailable or self.bot is None:
+            return
+        self._told_unavailable.add(source.chat_id)
+        text = (f"⚠️ Herald cannot take messages right now ({reason}). Your message is kept and will be answered "
+                "once this is fixed.")
+
+        async def say() -> bool:
+            try:
+                await self.outbound.send(source.chat_id, text, OutboundMessage(text, thread_id=source.thread_id))
+            except Exception as exc:
+                log.info("telegram_notice_failed", error=type(exc).__name__)
+                return False
+            return True
+
+        task = asyncio.create_task(say(), name="telegram:unavailable")
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
 
     def _take_press(self, press: ButtonPress) -> None:
         query_id = (press.reply_handle or {}).get("callback_query_id")

@@ -22,6 +22,7 @@ from urllib.parse import quote
 import structlog
 from aiohttp import web
 
+from gateway.jsonbody import read_object
 from gateway.logs import add_secret
 from gateway.platforms.base import (
     AdapterContext,
@@ -228,13 +229,7 @@ class WebAdapter(PlatformAdapter):
         return hmac.compare_digest(supplied.strip().encode(), self.token.encode())
 
     async def _json(self, request: web.Request) -> dict[str, Any]:
-        try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
-            raise web.HTTPBadRequest(text='{"error": "body must be JSON"}', content_type="application/json") from None
-        if not isinstance(body, dict):
-            raise web.HTTPBadRequest(text='{"error": "body must be a JSON object"}', content_type="application/json")
-        return body
+        return await read_object(request)
 
     async def _post_message(self, request: web.Request) -> web.Response:
         body = await self._json(request)
@@ -258,7 +253,9 @@ class WebAdapter(PlatformAdapter):
         if self.gateway.stopping:
             raise web.HTTPServiceUnavailable(text='{"error": "shutting down"}', content_type="application/json")
         # The question is in the chat log before anything can answer it, so it always shows first.
-        if await self.log.chat_log_add(self.name, chat_id, public_id, "user", text, None, user_id):
+        # Neither write waits for a database that is down: the caller gets a 503 (gateway/http.py) and sends
+        # again, rather than a request hanging with nobody knowing whether the message was taken.
+        if await self.log.chat_log_add(self.name, chat_id, public_id, "user", text, None, user_id, wait=False):
             self._publish(chat_id, "message", _message(public_id, "user", text, None), ref=public_id)
         try:
             accepted = await self.accept(msg)

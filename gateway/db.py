@@ -12,7 +12,7 @@ import errno
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from sqlalchemy import (
@@ -20,10 +20,12 @@ from sqlalchemy import (
     event,
 )
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
 from gateway.faults import Faults, Unavailable
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 # What a platform without its own history (the web chat) serves back to its clients.
 
@@ -37,6 +39,10 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
 
 
 def make_engine(url: str) -> AsyncEngine:
+    # Imported here: sqlalchemy.ext.asyncio brings the ORM (~8 MB resident), which a daemon on SQLite never
+    # needs (its store works through its own threads; see Database.engine).
+    from sqlalchemy.ext.asyncio import create_async_engine
+
     if url.startswith("sqlite"):
         engine = create_async_engine(url, connect_args={"timeout": 30})
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
@@ -115,7 +121,7 @@ class Database:
 
     def __init__(self, url: str, faults: Faults | None = None) -> None:
         self.url = url
-        self.engine = make_engine(url)
+        self._engine: AsyncEngine | None = None
         # Where a database that is down (or a disk that is full) shows: a condition /readyz reports until an
         # operation succeeds again. The store knows nothing of the runner: it is handed the ledger.
         self.faults = faults if faults is not None else Faults()
@@ -126,6 +132,8 @@ class Database:
         # to aiosqlite's thread for every statement, and no pooled connections colliding in SQLite's busy
         # handler. Reads stay on aiosqlite. PostgreSQL takes every write as its own asyncpg transaction.
         self._batched = url.startswith("sqlite")
+        if not self._batched:
+            self._engine = make_engine(url)
         self._write_lock = asyncio.Lock()
         self._queue: list[tuple[WriteOp, asyncio.Future[Any]]] = []
         self._writer: asyncio.Task[None] | None = None
@@ -138,6 +146,14 @@ class Database:
         self._reader_threads = (
             ThreadPoolExecutor(max_workers=READERS, thread_name_prefix="db-reader") if self._batched else None
         )
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The async engine: every query on PostgreSQL; on SQLite only ``write()`` and ``engine.connect()``
+        callers (tests, tools) use it, so it is made at first use there (and aiosqlite and the ORM with it)."""
+        if self._engine is None:
+            self._engine = make_engine(self.url)
+        return self._engine
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
@@ -254,15 +270,27 @@ class Database:
         """Bring the schema to the newest revision (gateway/migrations/) before anything reads or writes."""
         from gateway.migrations import upgrade
 
-        async with self.write() as conn:
-            before, after = await conn.run_sync(upgrade)
+        if self._batched:  # in the writer's thread, on its connection, serialised with the batched writes
+            assert self._writer_engine is not None and self._writer_thread is not None
+            writer_engine = self._writer_engine
+
+            def run_upgrade() -> tuple[str | None, str]:
+                with writer_engine.begin() as conn:
+                    return upgrade(conn)
+
+            async with self._write_lock:
+                before, after = await asyncio.get_running_loop().run_in_executor(self._writer_thread, run_upgrade)
+        else:
+            async with self.write() as conn:
+                before, after = await conn.run_sync(upgrade)
         if before != after:
             structlog.get_logger("herald.db").info("schema_upgraded", revision_from=before, revision_to=after)
 
     async def close(self) -> None:
         if self._writer is not None and not self._writer.done():
             await self._writer
-        await self.engine.dispose()
+        if self._engine is not None:
+            await self._engine.dispose()
         if self._writer_engine is not None and self._writer_thread is not None:
             await asyncio.get_running_loop().run_in_executor(self._writer_thread, self._writer_engine.dispose)
             self._writer_thread.shutdown(wait=False)

@@ -295,7 +295,10 @@ def _console_processors(colors: bool) -> list[Processor]:
         structlog.stdlib.ProcessorFormatter.remove_processors_meta,
         _exc_summary,
         _one_line,
-        structlog.dev.ConsoleRenderer(colors=colors, pad_event_to=24),
+        # Exceptions arrive here as one summary field (above); the plain formatter is named so the output never
+        # depends on whether rich happened to be importable (gateway/__init__.py).
+        structlog.dev.ConsoleRenderer(colors=colors, pad_event_to=24,
+                                      exception_formatter=structlog.dev.plain_traceback),
     ]
 
 

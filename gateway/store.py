@@ -133,19 +133,22 @@ class Store(Database):
         chunk is begun only while it holds — this instance still owns the delivery. None when it does not:
         another instance took the delivery over, and sends this chunk itself."""
         now = time.time()
+        # Prebuilt statements with parameters: building them here, once per chunk on the loop, cost more CPU
+        # than executing them.
         if row_id is not None:
-            stmt: Any = update(outbox).where(outbox.c.id == row_id).values(
-                status="sending", error=None, updated_at=now, idempotency_key=key)
+            stmt: Any = _OUTBOX_UPDATE
+            params: dict[str, Any] = {"b_id": row_id, "status": "sending", "error": None, "updated_at": now,
+                                      "idempotency_key": key}
         else:
-            stmt = insert(outbox).values(
-                inbox_id=inbox_id, platform=platform, chat_id=chat_id, chunk_index=chunk_index,
-                platform_message_id=None, status="sending", error=None, created_at=now, updated_at=now,
-                idempotency_key=key, ref=ref)
+            stmt = _OUTBOX_INSERT
+            params = {"inbox_id": inbox_id, "platform": platform, "chat_id": chat_id, "chunk_index": chunk_index,
+                      "platform_message_id": None, "status": "sending", "error": None, "created_at": now,
+                      "updated_at": now, "idempotency_key": key, "ref": ref}
 
         def op(conn: Connection) -> int | None:
             if guard is not None and not guard(conn):
                 return None
-            result = conn.execute(stmt)
+            result = conn.execute(stmt, params)
             return row_id if row_id is not None else int(result.inserted_primary_key[0])
 
         return await self.run_write(op)
@@ -261,8 +264,8 @@ class Store(Database):
     def owns_inbox_row(self, inbox_id: int, owner: str) -> Callable[[Connection], bool]:
         """A guard for ``outbox_begin``: the row is still ``owner``'s (locked until the chunk is begun, so a
         takeover that commits meanwhile waits and then sees the chunk as begun)."""
-        stmt = select(inbox.c.id).where(and_(inbox.c.id == inbox_id, inbox.c.owner == owner)).with_for_update()
-        return lambda conn: conn.execute(stmt).first() is not None
+        params = {"b_id": inbox_id, "b_owner": owner}
+        return lambda conn: conn.execute(_INBOX_OWNED, params).first() is not None
 
     def forget_history(self, session_id: str) -> None:
         self._history.pop(session_id, None)
@@ -469,6 +472,8 @@ _INBOX_INSERT = insert(inbox)
 _INBOX_UPDATE = update(inbox).where(inbox.c.id == bindparam("b_id"))
 _INBOX_UPDATE_FROM = _INBOX_UPDATE.where(inbox.c.status == bindparam("b_expected"))
 _OUTBOX_UPDATE = update(outbox).where(outbox.c.id == bindparam("b_id"))
+_INBOX_OWNED = (select(inbox.c.id).where(and_(inbox.c.id == bindparam("b_id"), inbox.c.owner == bindparam("b_owner")))
+                .with_for_update())
 _CURSOR_UPDATE = update(platform_cursors).where(and_(platform_cursors.c.platform == bindparam("b_platform"),
                                                      platform_cursors.c.chat_id == bindparam("b_chat")))
 

@@ -101,11 +101,11 @@ async def test_a_broken_text_callback_does_not_fail_the_turn(tmp_path):
 
 
 def test_server_sent_events_are_read_to_the_end_as_json():
-    from agent_core.llm import _sse_json
+    from agent_core.llm import _DONE, _sse_json
 
     lines = [": keep-alive", "", "event: message", 'data: {"a": 1}', "", 'data: {"b":', 'data: 2}', "",
              "data: [DONE]", "", 'data: {"late": true}']
-    assert list(_sse_json(iter(lines))) == [{"a": 1}, {"b": 2}, {"late": True}]
+    assert list(_sse_json(iter(lines))) == [{"a": 1}, {"b": 2}, _DONE, {"late": True}]
 
 
 async def test_a_streamed_reply_reuses_the_connection():

@@ -27,6 +27,8 @@ from gateway.logs import redact
 from gateway.metrics import NULL_METRICS, Metrics
 from gateway.pacing import ChatPacer
 from gateway.platforms.base import (
+    NO_FAULTS,
+    FaultSink,
     FormattingError,
     OutboundMessage,
     PermanentError,
@@ -65,8 +67,10 @@ def chunk_key(row: Mapping[str, Any] | None, inbox_id: int | None, index: int) -
 
 class Delivery:
     def __init__(self, store: Store, metrics: Metrics | None = None, *, max_attempts: int = 6, base_delay: float = 1.0,
-                 max_delay: float = 60.0, owner: str | None = None) -> None:
+                 max_delay: float = 60.0, owner: str | None = None, faults: FaultSink = NO_FAULTS) -> None:
         self.store = store
+        # Each 429, transient failure and permanent refusal a platform serves is counted there (/readyz, metrics).
+        self.faults = faults
         # This instance: the answer to an inbox row is sent only while the row is its own (another instance
         # that took the row over after this one stalled past its lease sends it instead).
         self.owner = owner
@@ -257,7 +261,11 @@ class Delivery:
                 if edit_id is not None:
                     await adapter.edit(chat_id, edit_id, chunk, piece.buttons, thread_id=piece.thread_id)
                     return [edit_id]
-                ids = await adapter.send(chat_id, chunk, piece, idempotency_key=key)
+                try:
+                    ids = await adapter.send(chat_id, chunk, piece, idempotency_key=key)
+                except PermanentError:
+                    self.faults.record("platform_rejected", platform=adapter.name)
+                    raise
                 if count:
                     self._count_post(adapter.name, chat_id)
                 return list(ids)
@@ -272,6 +280,7 @@ class Delivery:
                                         ephemeral=piece.ephemeral)
                 attempt -= 1
             except RateLimited as exc:
+                self.faults.record("platform_rate_limited", platform=adapter.name, retry_after=exc.retry_after)
                 self.pacer.backoff(adapter.name, chat_id, exc.retry_after)
                 if not retry:
                     raise
@@ -280,6 +289,7 @@ class Delivery:
                 log.info("rate_limited", platform=adapter.name, chat_id=chat_id, retry_after=exc.retry_after)
                 await asyncio.sleep(max(exc.retry_after, 0.05))
             except TransientError as exc:
+                self.faults.record("platform_unavailable", platform=adapter.name, attempt=attempt)
                 if not retry:
                     raise
                 if attempt >= self.max_attempts:

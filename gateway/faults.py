@@ -25,6 +25,19 @@ from gateway.metrics import FAULT_CLASSES, NULL_METRICS, Metrics
 log = structlog.get_logger("herald.faults")
 
 RECENT_SECONDS = 300.0
+
+# agent_core's names for what a model endpoint did (LLMClient's ``on_fault``) -> the fault class. The
+# request's own faults (bad_request, context_overflow) and interruptions are not the endpoint's.
+MODEL_FAULTS = {
+    "rate_limit": "model_rate_limited",
+    "timeout": "model_timeout",
+    "stream_cut": "model_stream_cut",
+    "bad_output": "model_bad_output",
+    "server": "model_error",
+    "overloaded": "model_error",
+    "connection": "model_error",
+    "auth": "model_error",
+}
 _MAX_RECENT = 4096  # events kept for the "recent" counts; more than this in five minutes is shown as a floor
 
 
@@ -45,6 +58,12 @@ class Faults:
             self._recent.append((self._clock(), fault))
         self.metrics.fault(fault)
         log.warning("fault", fault=fault, **fields)
+
+    def model(self, kind: str) -> None:
+        """A model endpoint's fault as agent_core names it (``LLMClient(on_fault=...)``), from a worker thread."""
+        fault = MODEL_FAULTS.get(kind)
+        if fault is not None:
+            self.record(fault, kind=kind)
 
     def begin(self, condition: str, fault: str, reason: str, **fields: Any) -> bool:
         """A lasting fault starts (``condition`` names it, e.g. ``database`` or ``telegram``): recorded once,

@@ -101,11 +101,11 @@ class GatewayRunner:
         self.metrics = Metrics(self)  # a registry of its own: several runners may share a process (tests)
         self.faults = Faults(self.metrics)  # counted, logged, and /readyz's reasons (gateway/faults.py)
         self.instance = Instance(self.store, paths.profile)
-        self.delivery = Delivery(self.store, self.metrics, owner=self.instance.id)
+        self.delivery = Delivery(self.store, self.metrics, owner=self.instance.id, faults=self.faults)
         self.notices = Notices(self.delivery, self.adapters)
         self.commands = CommandRegistry()
         self.access = AccessControl(cfg)
-        self.agents = AgentFactory(cfg, paths, self._prompt_hint, self.metrics.llm_call)
+        self.agents = AgentFactory(cfg, paths, self._prompt_hint, self.metrics.llm_call, self.faults.model)
         self.memory = MemoryBook(self.store, self, cfg.agent.memory_max_chars, cfg.sessions.per_user_in_groups)
         self.agents.tool_extras["memory_api"] = self.memory
         self.sessions = SessionManager(self.store, cfg.sessions, self.agents.system_prompt,
@@ -267,7 +267,7 @@ class GatewayRunner:
         def context(config: Any) -> AdapterContext:
             return AdapterContext(gateway=self, config=config, home=self.paths.home, media_dir=media,
                                   chat_log=self.store, platforms=dict(self.cfg.platforms), cursors=self.store,
-                                  broadcast=self.bus)
+                                  broadcast=self.bus, faults=self.faults)
 
         for name in PLATFORMS:
             platform_cfg = getattr(self.cfg.platforms, name, None)

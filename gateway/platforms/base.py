@@ -332,6 +332,33 @@ class Broadcast(Protocol):
     async def broadcast(self, kind: str, data: str) -> None: ...
 
 
+class FaultSink(Protocol):
+    """Where an adapter reports the faults its platform served (gateway/faults.py's ``Faults``): ``record`` one
+    (a 429, a 502, a dropped connection), ``begin``/``end`` a lasting one (another poller holds the bot's
+    updates), which makes ``/readyz`` not ready with the fixed ``reason`` meanwhile. Fault classes are
+    gateway/metrics.py's FAULT_CLASSES; fields are plain data, never exception text."""
+
+    def record(self, fault: str, **fields: Any) -> None: ...
+
+    def begin(self, condition: str, fault: str, reason: str, **fields: Any) -> bool: ...
+
+    def end(self, condition: str) -> bool: ...
+
+
+class _NoFaults:
+    def record(self, fault: str, **fields: Any) -> None:
+        return None
+
+    def begin(self, condition: str, fault: str, reason: str, **fields: Any) -> bool:
+        return False
+
+    def end(self, condition: str) -> bool:
+        return False
+
+
+NO_FAULTS: FaultSink = _NoFaults()
+
+
 @dataclass(frozen=True)
 class AdapterContext:
     """Everything an adapter is built with: its own config section, the gateway port, its places on disk."""
@@ -344,6 +371,7 @@ class AdapterContext:
     platforms: Mapping[str, Any] = field(default_factory=dict)  # every platform's config, read-only
     cursors: Cursors | None = None
     broadcast: Broadcast | None = None
+    faults: FaultSink = NO_FAULTS
 
 
 class PlatformAdapter(abc.ABC):

@@ -56,6 +56,10 @@ SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 ANSWER_WITHIN = 1.0
 TOAST_MAX = 200  # answerCallbackQuery's text limit
 _COMMAND_NAME = re.compile(r"[a-z0-9_]{1,32}")
+# getUpdates answered 409: another program polls (or a webhook is set for) this bot's token.
+CONFLICT_CONDITION = "telegram_conflict"
+CONFLICT_REASON = ("Telegram answered 409 Conflict: another program is reading this bot's updates with the same "
+                   "token (or a webhook is set); waiting for it to stop")
 
 
 class TelegramAdapter(PlatformAdapter):
@@ -120,6 +124,7 @@ class TelegramAdapter(PlatformAdapter):
 
     async def stop(self) -> None:
         self.outbound.stop()
+        self.ctx.faults.end(CONFLICT_CONDITION)  # whoever else polls is no longer in our way
         for timer in self._unanswered.values():
             timer.cancel()  # the bot is going away: the clients' spinners time out on their own
         self._unanswered.clear()
@@ -216,6 +221,7 @@ class TelegramAdapter(PlatformAdapter):
                 return
             except (tg.NetworkError, tg.Conflict, tg.RetryAfter) as exc:
                 wait = retry_seconds(exc) if isinstance(exc, tg.RetryAfter) else delay
+                self._poll_fault(exc)
                 self.state, self.last_error = "retrying", f"{type(exc).__name__}: {exc}"
                 log.warning("telegram_poll_failed", error=self.last_error, retry_in=round(wait, 1))
                 await asyncio.sleep(wait * (0.8 + random.random() * 0.4))
@@ -226,6 +232,7 @@ class TelegramAdapter(PlatformAdapter):
                 return
             if self.state != "connected":
                 self.state, self.last_error = "connected", None
+                self.ctx.faults.end(CONFLICT_CONDITION)
                 log.info("telegram_poll_resumed")
             delay = 1.0
             if not updates:
@@ -238,6 +245,18 @@ class TelegramAdapter(PlatformAdapter):
                 if self.gateway.stopping:
                     return
                 await asyncio.sleep(1.0)
+
+    def _poll_fault(self, exc: Exception) -> None:
+        from telegram import error as tg
+
+        faults = self.ctx.faults
+        if isinstance(exc, tg.Conflict):
+            # Lasting until the other poller stops: /readyz says so (once), and the adapter keeps trying.
+            faults.begin(CONFLICT_CONDITION, "platform_conflict", CONFLICT_REASON, platform=self.name)
+        elif isinstance(exc, tg.RetryAfter):
+            faults.record("platform_rate_limited", platform=self.name, method="getUpdates")
+        else:
+            faults.record("platform_unavailable", platform=self.name, method="getUpdates")
 
     def _die(self, exc: BaseException) -> None:
         log.error("telegram_poll_stopped", error=f"{type(exc).__name__}: {exc}")

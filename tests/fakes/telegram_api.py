@@ -92,6 +92,8 @@ class Fault:
     retry_after: int = 1
     until: float | None = None  # a stretch (time.monotonic()): served until then, whatever ``times`` says
     served: int = 0
+    every: int = 1  # served to every n-th request it matches (the others pass), for faults that come and go
+    seen: int = 0
 
 
 class FakeTelegram:
@@ -286,9 +288,10 @@ class FakeTelegram:
         self.faults.append(Fault(method, kind, chat_id, times, retry_after))
 
     def outage(self, method: str, kind: str, seconds: float, chat_id: int | None = None,
-               retry_after: int = 1) -> Fault:
-        """``method`` answers ``kind`` (as for ``fail``) for ``seconds`` from now; ``.served`` counts them."""
-        fault = Fault(method, kind, chat_id, 1 << 30, retry_after, until=time.monotonic() + seconds)
+               retry_after: int = 1, every: int = 1) -> Fault:
+        """``method`` answers ``kind`` (as for ``fail``) for ``seconds`` from now, to every ``every``-th request
+        it matches; ``.served`` counts them, ``.until = 0`` ends it early."""
+        fault = Fault(method, kind, chat_id, 1 << 30, retry_after, until=time.monotonic() + seconds, every=every)
         self.faults.append(fault)
         return fault
 
@@ -300,6 +303,9 @@ class FakeTelegram:
             if fault.until is not None and time.monotonic() >= fault.until:
                 continue
             if fault.method == method and (fault.chat_id is None or fault.chat_id == chat_id) and fault.times > 0:
+                fault.seen += 1
+                if fault.seen % fault.every:
+                    continue
                 fault.times -= 1
                 fault.served += 1
                 return fault

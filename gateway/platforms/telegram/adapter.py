@@ -210,8 +210,11 @@ class TelegramAdapter(PlatformAdapter):
             bot = self.bot
             if bot is None:
                 return
+            # After a failure the first poll is a short one: a long poll the server took only says "over" when
+            # it returns (up to POLL_TIMEOUT later), and /readyz would stay "retrying" (a conflict "on") so long.
+            wait_s = POLL_TIMEOUT if self.state == "connected" else 0
             try:
-                updates = await bot.get_updates(offset=self._offset, timeout=POLL_TIMEOUT,
+                updates = await bot.get_updates(offset=self._offset, timeout=wait_s,
                                                 allowed_updates=ALLOWED_UPDATES, read_timeout=POLL_TIMEOUT + 10)
                 self._confirmed = self._offset
             except asyncio.CancelledError:

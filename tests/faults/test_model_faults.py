@@ -92,6 +92,7 @@ async def test_a_model_outage_gives_up_plainly_within_budget_while_other_chats_a
 
     told = shown_in(qa, VICTIM)
     assert all(not any(mark in text for mark in TRACE_MARKS) for text in told), told
+    assert not any("half" in text for text in told)  # a cut stream's fragment is not left on show
     assert all(SECRET not in text for text in shown_in(qa, VICTIM) + [s.text for s in qa.sent])
     assert faults_since(runner, before) == {fault: outage.served}
 

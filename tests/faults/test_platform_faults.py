@@ -30,6 +30,7 @@ from tests.faults.outages import fault_counts, faults_since, median, quantile, r
 
 CHATS = list(range(7001, 7013))  # twelve people, each in a DM with the bot
 GONE = 7099  # a chat the platform no longer knows
+RETRY_AFTER = 2  # seconds a flooded chat is told to wait: what any chat held up behind it would wait too
 
 Start = Callable[[], Awaitable[GatewayRunner]]
 
@@ -124,8 +125,8 @@ async def test_a_rate_limited_chat_does_not_slow_the_others(start: Start, fake_t
     baseline = [lat for _ in range(rounds) for lat in await load.round(others, "before")]
     before = fault_counts(runner)
 
-    # Telegram's answer to a chat that sends too fast: 429, retry_after 1, again and again for the stretch.
-    flood = fake_tg.outage("sendMessage", "429", scale(3, 60), chat_id=slow, retry_after=1)
+    # Telegram's answer to a chat that sends too fast: 429, retry_after 2, again and again for the stretch.
+    flood = fake_tg.outage("sendMessage", "429", scale(3, 60), chat_id=slow, retry_after=RETRY_AFTER)
     slow_keys = []
     during: list[float] = []
     for n in itertools.count():
@@ -139,12 +140,13 @@ async def test_a_rate_limited_chat_does_not_slow_the_others(start: Start, fake_t
     assert flood.served >= 1
     lost, doubled = load.lost_and_doubled()
     assert (lost, doubled) == (0, 0) and load.in_order()
-    # Generous: the others' typical and worst latency stay within a few times what they were before the flood.
-    # A chat that waited out another chat's 429 would take a second or more: ten times the baseline, or worse.
+    # Generous: the others' typical latency stays within a few times what it was before the flood, and their
+    # worst stays below what a message that waited out the flooded chat's retry_after would take. (Their p99
+    # against the baseline's is printed, not bounded by a ratio: on a shared machine one stall of the whole
+    # process moves a p99 by a second, with or without the flood.)
     floor = max(median(baseline), 0.02)
     assert median(during) <= 3 * floor, (median(baseline), median(during))
-    assert quantile(during, 0.99) <= 3 * max(quantile(baseline, 0.99), floor), (
-        quantile(baseline, 0.99), quantile(during, 0.99))
+    assert quantile(during, 0.99) < RETRY_AFTER, (quantile(baseline, 0.99), quantile(during, 0.99))
     assert faults_since(runner, before) == {"platform_rate_limited": flood.served}
     print(f"\n429 on one chat: platform_rate_limited injected {flood.served} times; "
           f"others p50 {median(baseline) * 1000:.0f} -> {median(during) * 1000:.0f} ms, p99 "

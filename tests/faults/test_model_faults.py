@@ -30,6 +30,8 @@ from tests.faults.outages import (
     until,
 )
 
+# Answers are awaited by polling what the chat shows (``until``), not with ``qa.wait_for``: a turn slower than a
+# second is streamed, and its answer arrives as an edit, which does not wake ``wait_for``.
 SECRET = "sk-faults-test-0123456789abcdef"
 VICTIM, OTHERS = "victim", [f"other{n}" for n in range(4)]
 RETRIES = 2
@@ -79,7 +81,8 @@ async def test_a_model_outage_gives_up_plainly_within_budget_while_other_chats_a
             await until(lambda: outage.served >= 1, what="the outage to meet the victim's turn")
             for chat in OTHERS:
                 await qa.say(f"hello from {chat}", chat_id=chat)
-            await qa.wait_for(lambda _t: all(f"echo: hello from {c}" in shown_in(qa, c) for c in OTHERS), timeout=30)
+            await until(lambda: all(f"echo: hello from {c}" in shown_in(qa, c) for c in OTHERS), timeout=30,
+                        what="the other chats' answers")
             assert not any(words in t for t in shown_in(qa, VICTIM)[shown_before:]), \
                 "the victim's turn gave up before the others were served"
         await until(lambda start=shown_before: any(words in t for t in shown_in(qa, VICTIM)[start:]), timeout=30,
@@ -106,7 +109,7 @@ async def test_a_model_outage_gives_up_plainly_within_budget_while_other_chats_a
     assert not any("zorp" in str(m.get("content")) for m in history)
 
     await qa.say("[victim] and now?", chat_id=VICTIM)
-    await qa.wait_for(lambda _t: "echo: [victim] and now?" in shown_in(qa, VICTIM), timeout=30)
+    await until(lambda: "echo: [victim] and now?" in shown_in(qa, VICTIM), timeout=30, what="the next answer")
     history = await stored_history(runner, victim)
     assert consistent(history) == []
     assert history[-1] == {"role": "assistant", "content": "echo: [victim] and now?"}
@@ -124,7 +127,7 @@ async def test_the_fallback_model_answers_when_the_primary_keeps_failing(make_ru
     for n in itertools.count(1):
         asked = len(fake_llm.requests)
         await qa.say(f"question {n}", chat_id="c1")
-        await qa.wait_for(lambda _t, n=n: f"echo: question {n}" in shown_in(qa, "c1"), timeout=30)
+        await until(lambda n=n: f"echo: question {n}" in shown_in(qa, "c1"), timeout=30, what="the answer")
         # The primary got its budget, then the fallback answered.
         assert [r["model"] for r in fake_llm.requests[asked:]] == ["fake-model"] * (RETRIES + 1) + ["backup-model"]
         if time.monotonic() >= stretch_ends:
@@ -153,8 +156,8 @@ async def test_malformed_tool_call_json_is_repaired_or_refused_and_never_stored_
     stretch_ends = time.monotonic() + scale(0, 60)
     for n in itertools.count(1):
         await qa.say(f"read it {n}", chat_id="c1")
-        await qa.wait_for(lambda _t, n=n: len([t for t in shown_in(qa, "c1") if t.startswith("tool said")]) >= n,
-                          timeout=30)
+        await until(lambda n=n: len([t for t in shown_in(qa, "c1") if t.startswith("tool said")]) >= n,
+                    timeout=30, what="the answer")
         if n >= 4 and time.monotonic() >= stretch_ends:
             break
     outage.end()

@@ -176,7 +176,9 @@ async def test_502s_and_resets_on_get_updates_and_send_message_lose_nothing_and_
         while time.monotonic() < ends:
             for chat in chats:
                 load.say(chat, f"during {kind}")
-            await asyncio.sleep(min(0.5, max(0.0, ends - time.monotonic())))
+            # A message per chat every half second (short run) or three (long: what people write, and within
+            # gateway.max_queue once the stretch's backlog arrives at once).
+            await asyncio.sleep(min(scale(0.5, 3), max(0.0, ends - time.monotonic())))
         await load.wait(timeout=stretch + 60)
     await load.round(chats, "after")
     for fault in sends:

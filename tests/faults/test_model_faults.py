@@ -119,8 +119,9 @@ async def test_a_model_outage_gives_up_plainly_within_budget_while_other_chats_a
 
 @pytest.mark.timeout(180)
 async def test_the_fallback_model_answers_when_the_primary_keeps_failing(make_runner: Any, fake_llm: Any) -> None:
-    runner, qa = await make_runner(model_cfg(fake_llm, fallbacks=[{"base_url": fake_llm.base_url,
-                                                                  "name": "backup-model"}]))
+    # A timeout of its own: under load a 0.6 s one is met now and then, and this test counts only 500s.
+    runner, qa = await make_runner(model_cfg(fake_llm, timeout_seconds=10, fallbacks=[
+        {"base_url": fake_llm.base_url, "name": "backup-model"}]))
     before = fault_counts(runner)
     outage = fake_llm.outage(Error(500, retry_after=0), 600, match=lambda body: body.get("model") == "fake-model")
     stretch_ends = time.monotonic() + scale(0, 60)
@@ -142,7 +143,7 @@ async def test_the_fallback_model_answers_when_the_primary_keeps_failing(make_ru
 @pytest.mark.timeout(180)
 async def test_malformed_tool_call_json_is_repaired_or_refused_and_never_stored_malformed(
         make_runner: Any, fake_llm: Any) -> None:
-    runner, qa = await make_runner(model_cfg(fake_llm))
+    runner, qa = await make_runner(model_cfg(fake_llm, timeout_seconds=10))
     before = fault_counts(runner)
     broken = itertools.cycle(['{"path": "missing.txt"', "{'path': 'missing.txt',}", "not json at all", "[1, 2"])
 

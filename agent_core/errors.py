@@ -52,6 +52,7 @@ class LLMError(Exception):
         retryable: bool | None = None,
         retry_after: float | None = None,
         endpoint: str | None = None,
+        fault: str | None = None,
     ) -> None:
         super().__init__(message or kind)
         self.kind: ErrorKind = kind
@@ -60,6 +61,13 @@ class LLMError(Exception):
         self.retryable = kind in RETRYABLE_KINDS if retryable is None else retryable
         self.retry_after = retry_after
         self.endpoint = endpoint
+        # What went wrong when the kind alone does not say it: "stream_cut" (the answer stopped half-way),
+        # "bad_output" (the server's reply could not be read). ``fault_kind`` is what LLMClient reports.
+        self.fault = fault
+
+    @property
+    def fault_kind(self) -> str:
+        return self.fault or self.kind
 
     def __repr__(self) -> str:
         return f"LLMError(kind={self.kind!r}, status={self.status!r}, message={self.message!r})"
@@ -76,10 +84,14 @@ class LLMError(Exception):
             case "overloaded":
                 return f"The model endpoint is overloaded{code}. Try again shortly."
             case "server":
+                if self.fault == "bad_output":
+                    return "The model endpoint sent a reply that could not be read. Try again shortly."
                 return f"The model endpoint failed with a server error{code}. Try again shortly."
             case "timeout":
                 return "The model did not answer in time. Try again, or raise model.timeout_seconds."
             case "connection":
+                if self.fault == "stream_cut":
+                    return "The model's answer was cut off half-way (the connection dropped). Try again shortly."
                 return "Could not reach the model endpoint. Check model.base_url and that the server is up."
             case "context_overflow":
                 # In a chat turn this comes after compression was tried once (agent_core/agent.py).
@@ -164,7 +176,7 @@ def classify(exc: BaseException) -> LLMError:
             return LLMError("timeout", msg, status=status)
         return LLMError("bad_request", msg, status=status)
     if isinstance(exc, openai.APIResponseValidationError):
-        return LLMError("server", f"malformed response: {exc}", status=exc.status_code)
+        return LLMError("server", f"malformed response: {exc}", status=exc.status_code, fault="bad_output")
     if isinstance(exc, _httpx.TimeoutException | TimeoutError):
         return LLMError("timeout", str(exc))
     if isinstance(exc, _httpx.TransportError | ConnectionError):

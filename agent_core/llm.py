@@ -83,6 +83,7 @@ class LLMClient:
         backoff_cap: float = 30.0,
         max_retry_after: float = 60.0,
         observe: Callable[[float, str | None], None] | None = None,
+        on_fault: Callable[[str], None] | None = None,
     ) -> None:
         if not endpoints:
             raise ValueError("LLMClient needs at least one endpoint")
@@ -98,6 +99,9 @@ class LLMClient:
         self._rng = rng
         # Told each request's duration and its error kind (None when it succeeded): the daemon's metrics.
         self._observe = observe
+        # Told each fault the endpoint served, by kind (an ``ErrorKind``, or "stream_cut" / "bad_output"),
+        # handled or not: the daemon counts them (gateway/faults.py). Called from the worker thread.
+        self._on_fault = on_fault
         # The SDK's own retries are off: retry and fallback policy live here, with an interruptible wait.
         self._clients = [
             openai.OpenAI(base_url=ep.base_url, api_key=ep.api_key or "not-needed", timeout=timeout, max_retries=0)
@@ -163,6 +167,10 @@ class LLMClient:
                     result = self._call(client, ep, messages, tools, interrupt, sink)
                     if self._observe is not None:
                         self._observe(time.perf_counter() - started, None)
+                    if _malformed_calls(result):
+                        # Not retried: the agent repairs the arguments (agent_core/jsonrepair.py), or the tool
+                        # gets none and says so to the model. Counted, so an operator sees a model misbehave.
+                        self._fault("bad_output")
                     return result
                 except LLMError as exc:
                     err = exc
@@ -173,6 +181,7 @@ class LLMClient:
                 err.endpoint = ep.base_url
                 if err.kind == "interrupted" or err.kind in _REQUEST_FAULT:
                     raise err
+                self._fault(err.fault_kind)
                 last = err
                 if not err.retryable or attempt >= self.max_retries:
                     break
@@ -205,6 +214,13 @@ class LLMClient:
         return [m.model_dump() for m in page.data]
 
     # ---------------------------------------------------------------------------------------- internals
+
+    def _fault(self, kind: str) -> None:
+        if self._on_fault is not None:
+            try:
+                self._on_fault(kind)
+            except Exception:  # counting a fault must never fail the call
+                log.exception("on_fault callback failed")
 
     def _delay(self, attempt: int, retry_after: float | None) -> float | None:
         if retry_after is not None:
@@ -243,7 +259,7 @@ class LLMClient:
         # per call on a 20-message history (measured); our messages are already plain JSON-ready dicts.
         resp = client.post("/chat/completions", body=kwargs, cast_to=ChatCompletion)
         if not resp.choices:
-            raise LLMError("server", "the response had no choices")
+            raise LLMError("server", "the response had no choices", fault="bad_output")
         msg = resp.choices[0].message
         out: dict[str, Any] = {"role": "assistant", "content": msg.content}
         # The model asked for (its price is configured under that name) and what the call cost, if told.
@@ -269,6 +285,7 @@ class LLMClient:
         parts: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         saw_choice = False
+        finished = False  # a finish_reason or [DONE] came: the answer is whole
         usage: dict[str, Any] | None = None
         # The server-sent events are read here, as plain dicts, to the end of the body: the SDK's iterator
         # builds a pydantic model per chunk and stops reading at [DONE], which closes the connection instead of
@@ -277,7 +294,10 @@ class LLMClient:
         body = {**kwargs, "stream": True, "stream_options": {"include_usage": True}}
         with client.post("/chat/completions", body=body, cast_to=ChatCompletion,
                          stream=True, stream_cls=openai.Stream[object]) as stream:
-            for chunk in _sse_json(stream.response.iter_lines()):
+            for chunk in _cut_is_fault(_sse_json(stream.response.iter_lines())):
+                if chunk is _DONE:
+                    finished = True
+                    continue
                 if interrupt is not None and interrupt.is_set():
                     raise LLMError("interrupted", "interrupted during generation")
                 if not isinstance(chunk, dict):
@@ -292,6 +312,8 @@ class LLMClient:
                 if not choices or not isinstance(choices[0], dict):
                     continue
                 saw_choice = True
+                if choices[0].get("finish_reason"):
+                    finished = True
                 delta = choices[0].get("delta") or {}
                 content = delta.get("content")
                 if content and isinstance(content, str):
@@ -315,7 +337,11 @@ class LLMClient:
                         if arguments:
                             slot["function"]["arguments"] += arguments
         if not saw_choice:
-            raise LLMError("server", "the stream ended without a choice")
+            raise LLMError("server", "the stream ended without a choice", fault="bad_output")
+        if not finished:
+            # The body ended cleanly but the answer did not (a proxy closed it between two events): what came
+            # is a fragment, and taking it as the answer would store it as if the model had said just that.
+            raise LLMError("connection", "the stream ended before the answer did", fault="stream_cut")
         out: dict[str, Any] = {"role": "assistant", "content": "".join(parts) or None, "usage": usage}
         if calls:
             out["tool_calls"] = [calls[i] for i in sorted(calls)]
@@ -324,9 +350,38 @@ class LLMClient:
         return out
 
 
+_DONE = object()  # what _sse_json yields for ``data: [DONE]``
+
+
+def _malformed_calls(message: dict[str, Any]) -> bool:
+    """Whether any tool call's arguments are not a JSON object (empty arguments are fine: no parameters)."""
+    for call in message.get("tool_calls") or ():
+        raw = (call.get("function") or {}).get("arguments")
+        if not raw or not isinstance(raw, str) or not raw.strip():
+            continue
+        try:
+            if not isinstance(json.loads(raw), dict):
+                return True
+        except (ValueError, RecursionError):
+            return True
+    return False
+
+
+def _cut_is_fault(events: Iterator[Any]) -> Iterator[Any]:
+    """``events``, with the connection dropping after the answer began reported as a cut stream (retried like
+    a connection error; counted as its own fault). A read timeout stays a timeout."""
+    try:
+        yield from events
+    except TRANSPORT_ERRORS as exc:
+        err = classify(exc)
+        if err.kind == "timeout":
+            raise err from exc
+        raise LLMError("connection", f"the stream was cut: {type(exc).__name__}", fault="stream_cut") from exc
+
+
 def _sse_json(lines: Iterator[str]) -> Iterator[Any]:
-    """The JSON payload of each server-sent event (``data:`` lines; ``[DONE]`` and comments skipped), reading
-    every line to the end of the body."""
+    """The JSON payload of each server-sent event (``data:`` lines; comments skipped; ``[DONE]`` as
+    ``_DONE``), reading every line to the end of the body."""
     data: list[str] = []
     for line in lines:
         if line.startswith("data:"):
@@ -335,14 +390,13 @@ def _sse_json(lines: Iterator[str]) -> Iterator[Any]:
         if line or not data:
             continue  # another field (event:, id:, a comment), or a blank line with nothing pending
         payload, data = "\n".join(data), []
-        if not payload.startswith("[DONE]"):
-            yield _json_or_error(payload)
-    if data and not data[0].startswith("[DONE]"):
-        yield _json_or_error("\n".join(data))
+        yield _DONE if payload.startswith("[DONE]") else _json_or_error(payload)
+    if data:
+        yield _DONE if data[0].startswith("[DONE]") else _json_or_error("\n".join(data))
 
 
 def _json_or_error(payload: str) -> Any:
     try:
         return json.loads(payload)
     except ValueError:
-        raise LLMError("server", "the stream sent a chunk that is not JSON") from None
+        raise LLMError("server", "the stream sent a chunk that is not JSON", fault="bad_output") from None

@@ -22,9 +22,11 @@ _SECRET_NAME = re.compile(r"(TOKEN|API_KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$
 
 class AgentFactory:
     def __init__(self, cfg: Config, paths: Paths, prompt_hint: Callable[[str], str | None],
-                 observe_llm: Callable[[float, str | None], None] | None = None) -> None:
+                 observe_llm: Callable[[float, str | None], None] | None = None,
+                 on_model_fault: Callable[[str], None] | None = None) -> None:
         self.cfg = cfg
         self._observe_llm = observe_llm  # each model request's duration and error kind (gateway/metrics.py)
+        self._on_model_fault = on_model_fault  # each fault a model endpoint served (gateway/faults.py)
         self.paths = paths
         self._prompt_hint = prompt_hint  # platform name -> its adapter's one-line hint
         self._prompt_cache: dict[str, str] = {}
@@ -71,7 +73,7 @@ class AgentFactory:
                                    extra=primary_extra if n == 0 else None)
                           for n, (url, name, env) in enumerate(endpoints)],
                          timeout=m.timeout_seconds, max_retries=m.max_retries, temperature=m.temperature,
-                         max_tokens=m.max_tokens, observe=self._observe_llm)
+                         max_tokens=m.max_tokens, observe=self._observe_llm, on_fault=self._on_model_fault)
 
     def for_session(self, session: dict[str, Any] | None) -> Any:
         """The agent for a chat turn: the session's model (/model) on the primary endpoint, with the same

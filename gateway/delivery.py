@@ -27,6 +27,8 @@ from gateway.logs import redact
 from gateway.metrics import NULL_METRICS, Metrics
 from gateway.pacing import ChatPacer
 from gateway.platforms.base import (
+    NO_FAULTS,
+    FaultSink,
     FormattingError,
     OutboundMessage,
     PermanentError,
@@ -42,6 +44,8 @@ log = structlog.get_logger("herald.delivery")
 
 MAYBE_REPEATED = ("↻ Herald restarted while sending my answer; the next part may repeat one you already "
                   "have.")
+# However short the platform's retry_after, a chunk is not sent more often than this while rate limited.
+_MAX_RATE_ATTEMPTS = 1000
 # What a streamed message the final reply does not need (it came out shorter than the stream) is edited to.
 UNUSED_STREAM_TEXT = "⋯"
 
@@ -65,8 +69,14 @@ def chunk_key(row: Mapping[str, Any] | None, inbox_id: int | None, index: int) -
 
 class Delivery:
     def __init__(self, store: Store, metrics: Metrics | None = None, *, max_attempts: int = 6, base_delay: float = 1.0,
-                 max_delay: float = 60.0, owner: str | None = None) -> None:
+                 max_delay: float = 60.0, owner: str | None = None, faults: FaultSink = NO_FAULTS,
+                 max_rate_wait: float = 900.0) -> None:
         self.store = store
+        # A chunk waits out a platform's rate limits for this long in all before it is given up: bounded by time,
+        # not by a count, so a minute of 429s with retry_after 1 (a busy group) loses nothing.
+        self.max_rate_wait = max_rate_wait
+        # Each 429, transient failure and permanent refusal a platform serves is counted there (/readyz, metrics).
+        self.faults = faults
         # This instance: the answer to an inbox row is sent only while the row is its own (another instance
         # that took the row over after this one stalled past its lease sends it instead).
         self.owner = owner
@@ -251,13 +261,18 @@ class Delivery:
         must not keep starting new messages below each other)."""
         attempt = 0
         plain = False
+        rate_waited = 0.0
         while True:
             attempt += 1
             try:
                 if edit_id is not None:
                     await adapter.edit(chat_id, edit_id, chunk, piece.buttons, thread_id=piece.thread_id)
                     return [edit_id]
-                ids = await adapter.send(chat_id, chunk, piece, idempotency_key=key)
+                try:
+                    ids = await adapter.send(chat_id, chunk, piece, idempotency_key=key)
+                except PermanentError:
+                    self.faults.record("platform_rejected", platform=adapter.name)
+                    raise
                 if count:
                     self._count_post(adapter.name, chat_id)
                 return list(ids)
@@ -272,14 +287,19 @@ class Delivery:
                                         ephemeral=piece.ephemeral)
                 attempt -= 1
             except RateLimited as exc:
+                self.faults.record("platform_rate_limited", platform=adapter.name, retry_after=exc.retry_after)
                 self.pacer.backoff(adapter.name, chat_id, exc.retry_after)
                 if not retry:
                     raise
-                if attempt >= self.max_attempts * 2:
-                    raise PermanentError(f"still rate limited after {attempt} attempts") from exc
+                wait = max(exc.retry_after, 0.05)
+                if rate_waited + wait > self.max_rate_wait or attempt >= _MAX_RATE_ATTEMPTS:
+                    raise PermanentError(f"still rate limited after {attempt} attempts "
+                                         f"({round(rate_waited)} s)") from exc
+                rate_waited += wait
                 log.info("rate_limited", platform=adapter.name, chat_id=chat_id, retry_after=exc.retry_after)
-                await asyncio.sleep(max(exc.retry_after, 0.05))
+                await asyncio.sleep(wait)
             except TransientError as exc:
+                self.faults.record("platform_unavailable", platform=adapter.name, attempt=attempt)
                 if not retry:
                     raise
                 if attempt >= self.max_attempts:

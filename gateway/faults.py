@@ -1,6 +1,6 @@
 """Every fault the daemon meets and survives is visible: counted, logged, and shown by ``/readyz``.
 
-A *fault* is one event of a class in ``gateway.metrics.FAULT_CLASSES`` (a model 429, a platform 502, a
+A *fault* is one event of a class in ``FAULT_CLASSES`` (a model 429, a platform 502, a
 malformed request...): ``record`` counts it in ``herald_faults_total{fault}`` and logs one structured
 event ``fault`` naming the class. A *condition* is a fault that lasts (the database is unreachable, the
 disk is full, another poller holds the bot's updates): ``begin`` records it once when it starts and
@@ -16,21 +16,51 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
-
-from gateway.metrics import FAULT_CLASSES, NULL_METRICS, Metrics
 
 log = structlog.get_logger("herald.faults")
 
 RECENT_SECONDS = 300.0
+
+# The classes of faults the daemon counts (herald_faults_total{fault=...}) and names in its log events.
+FAULT_CLASSES = (
+    "platform_rate_limited", "platform_unavailable", "platform_conflict", "platform_rejected",
+    "model_rate_limited", "model_error", "model_timeout", "model_stream_cut", "model_bad_output",
+    "database_unavailable", "disk_full", "bad_request", "clock_jump",
+)
+
+
+class Counter(Protocol):
+    """Where each fault is counted (gateway/metrics.py's ``Metrics``: ``herald_faults_total{fault}``). A
+    protocol, so the ledger imports nothing of the gateway: the store and the adapters use it from below."""
+
+    def fault(self, fault: str) -> None: ...
+
+
+class _Uncounted:
+    def fault(self, fault: str) -> None:
+        return None
+
+# agent_core's names for what a model endpoint did (LLMClient's ``on_fault``) -> the fault class. The
+# request's own faults (bad_request, context_overflow) and interruptions are not the endpoint's.
+MODEL_FAULTS = {
+    "rate_limit": "model_rate_limited",
+    "timeout": "model_timeout",
+    "stream_cut": "model_stream_cut",
+    "bad_output": "model_bad_output",
+    "server": "model_error",
+    "overloaded": "model_error",
+    "connection": "model_error",
+    "auth": "model_error",
+}
 _MAX_RECENT = 4096  # events kept for the "recent" counts; more than this in five minutes is shown as a floor
 
 
 class Faults:
-    def __init__(self, metrics: Metrics | None = None, *, clock: Any = time.monotonic) -> None:
-        self.metrics = metrics or NULL_METRICS
+    def __init__(self, metrics: Counter | None = None, *, clock: Any = time.monotonic) -> None:
+        self.metrics = metrics if metrics is not None else _Uncounted()
         self._clock = clock
         self._lock = threading.Lock()
         self._recent: deque[tuple[float, str]] = deque(maxlen=_MAX_RECENT)
@@ -45,6 +75,12 @@ class Faults:
             self._recent.append((self._clock(), fault))
         self.metrics.fault(fault)
         log.warning("fault", fault=fault, **fields)
+
+    def model(self, kind: str) -> None:
+        """A model endpoint's fault as agent_core names it (``LLMClient(on_fault=...)``), from a worker thread."""
+        fault = MODEL_FAULTS.get(kind)
+        if fault is not None:
+            self.record(fault, kind=kind)
 
     def begin(self, condition: str, fault: str, reason: str, **fields: Any) -> bool:
         """A lasting fault starts (``condition`` names it, e.g. ``database`` or ``telegram``): recorded once,

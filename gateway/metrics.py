@@ -17,6 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from agent_core.errors import ErrorKind
+from gateway.faults import FAULT_CLASSES
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -41,12 +42,6 @@ class Source(Protocol):
     def loop_lag_quantiles(self) -> tuple[float, float, float]: ...
 
 
-# The classes of faults the daemon counts (herald_faults_total{fault=...}) and names in its log events.
-FAULT_CLASSES = (
-    "platform_rate_limited", "platform_unavailable", "platform_conflict", "platform_rejected",
-    "model_rate_limited", "model_error", "model_timeout", "model_stream_cut", "model_bad_output",
-    "database_unavailable", "disk_full", "bad_request", "clock_jump",
-)
 
 
 class Metrics:

@@ -102,11 +102,11 @@ class GatewayRunner:
         # The store reports a database that is down (or a full disk) to the ledger as a lasting condition.
         self.store = Store(cfg.database.url or f"sqlite+aiosqlite:///{paths.db_file}", self.faults)
         self.instance = Instance(self.store, paths.profile)
-        self.delivery = Delivery(self.store, self.metrics, owner=self.instance.id)
+        self.delivery = Delivery(self.store, self.metrics, owner=self.instance.id, faults=self.faults)
         self.notices = Notices(self.delivery, self.adapters)
         self.commands = CommandRegistry()
         self.access = AccessControl(cfg)
-        self.agents = AgentFactory(cfg, paths, self._prompt_hint, self.metrics.llm_call)
+        self.agents = AgentFactory(cfg, paths, self._prompt_hint, self.metrics.llm_call, self.faults.model)
         self.memory = MemoryBook(self.store, self, cfg.agent.memory_max_chars, cfg.sessions.per_user_in_groups)
         self.agents.tool_extras["memory_api"] = self.memory
         self.sessions = SessionManager(self.store, cfg.sessions, self.agents.system_prompt,

@@ -101,11 +101,11 @@ async def test_a_broken_text_callback_does_not_fail_the_turn(tmp_path):
 
 
 def test_server_sent_events_are_read_to_the_end_as_json():
-    from agent_core.llm import _sse_json
+    from agent_core.llm import _DONE, _sse_json
 
     lines = [": keep-alive", "", "event: message", 'data: {"a": 1}', "", 'data: {"b":', 'data: 2}', "",
              "data: [DONE]", "", 'data: {"late": true}']
-    assert list(_sse_json(iter(lines))) == [{"a": 1}, {"b": 2}, {"late": True}]
+    assert list(_sse_json(iter(lines))) == [{"a": 1}, {"b": 2}, _DONE, {"late": True}]
 
 
 async def test_a_streamed_reply_reuses_the_connection():
@@ -115,3 +115,26 @@ async def test_a_streamed_reply_reuses_the_connection():
         for _ in range(3):
             await asyncio.to_thread(llm.complete, MSGS, None, None, on_text=lambda _p: None)
         assert len(fake.peers) == 3 and len(set(fake.peers)) == 1
+
+
+async def test_a_stream_closed_cleanly_before_its_end_is_a_cut_answer_retried_not_the_whole_reply():
+    """A body that ends between two events (a proxy closing it) without finish_reason or [DONE] is a fragment:
+    it used to be taken as the whole answer (and stored). Now it is a cut stream, retried; without retries
+    left it fails, reported as the fault it is."""
+    from agent_core.errors import LLMError
+
+    faults: list[str] = []
+    async with FakeLLM() as fake:
+        fake.script(Reply.streamed(["half ", "an ", "answer"], 0.0, cut_after=2, cut_clean=True),
+                    Reply.streamed(["the ", "whole ", "answer"], 0.0))
+        llm = client(fake.base_url, stream=True, max_retries=1, sleep=lambda _s: None, on_fault=faults.append)
+        out = await asyncio.to_thread(llm.complete, MSGS)
+        assert out["content"] == "the whole answer" and faults == ["stream_cut"]
+        fake.script(Reply.streamed(["half ", "an ", "answer"], 0.0, cut_after=1, cut_clean=True))
+        llm = client(fake.base_url, stream=True, max_retries=0, on_fault=faults.append)
+        try:
+            await asyncio.to_thread(llm.complete, MSGS)
+        except LLMError as exc:
+            assert exc.fault_kind == "stream_cut" and "cut off" in exc.user_message()
+        else:
+            raise AssertionError("a cut stream was taken as the answer")

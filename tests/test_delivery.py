@@ -109,6 +109,23 @@ async def test_transient_errors_are_retried_then_recorded_as_failed(store):
     assert not report.failed and adapter.sent == [("c", "y")]
 
 
+async def test_a_long_stretch_of_short_rate_limits_is_waited_out_and_a_time_budget_bounds_it(store):
+    """A minute of 429s with retry_after 1 used to give a reply up after 12 attempts (lost); the bound is the
+    time spent waiting (``max_rate_wait``), and each 429 is counted as a fault."""
+    from gateway.faults import Faults
+
+    faults = Faults()
+    adapter = Recorder()
+    adapter.failures["c"] = [RateLimited(0.001)] * 30
+    delivery = Delivery(store, faults=faults)
+    report = await delivery.deliver(adapter, "c", OutboundMessage("x"), inbox_id=1)
+    assert not report.failed and adapter.sent == [("c", "x")]
+    assert faults.recent() == {"platform_rate_limited": 30}
+    adapter.failures["c"] = [RateLimited(0.2)] * 10
+    report = await Delivery(store, max_rate_wait=0.5).deliver(adapter, "c", OutboundMessage("y"), inbox_id=2)
+    assert report.failed and "still rate limited" in report.error
+
+
 async def test_permanent_error_is_not_retried(store):
     adapter = Recorder()
     adapter.failures["c"] = [PermanentError("blocked by the user"), None]

@@ -30,7 +30,6 @@ from typing import Any, Literal, Protocol
 
 import structlog
 
-from gateway.faults import Faults
 from gateway.faults import Unavailable as Unavailable  # adapters catch it from the contract
 from gateway.health import kind_of
 from gateway.logs import redact
@@ -335,6 +334,33 @@ class Broadcast(Protocol):
     async def broadcast(self, kind: str, data: str) -> None: ...
 
 
+class FaultSink(Protocol):
+    """Where an adapter reports the faults its platform served (gateway/faults.py's ``Faults``): ``record`` one
+    (a 429, a 502, a dropped connection), ``begin``/``end`` a lasting one (another poller holds the bot's
+    updates), which makes ``/readyz`` not ready with the fixed ``reason`` meanwhile. Fault classes are
+    gateway/faults.py's FAULT_CLASSES; fields are plain data, never exception text."""
+
+    def record(self, fault: str, **fields: Any) -> None: ...
+
+    def begin(self, condition: str, fault: str, reason: str, **fields: Any) -> bool: ...
+
+    def end(self, condition: str) -> bool: ...
+
+
+class _NoFaults:
+    def record(self, fault: str, **fields: Any) -> None:
+        return None
+
+    def begin(self, condition: str, fault: str, reason: str, **fields: Any) -> bool:
+        return False
+
+    def end(self, condition: str) -> bool:
+        return False
+
+
+NO_FAULTS: FaultSink = _NoFaults()
+
+
 @dataclass(frozen=True)
 class AdapterContext:
     """Everything an adapter is built with: its own config section, the gateway port, its places on disk."""
@@ -347,7 +373,7 @@ class AdapterContext:
     platforms: Mapping[str, Any] = field(default_factory=dict)  # every platform's config, read-only
     cursors: Cursors | None = None
     broadcast: Broadcast | None = None
-    faults: Faults | None = None  # where the adapter counts what it met (bad input, platform faults)
+    faults: FaultSink = NO_FAULTS  # where the adapter counts what it met (bad input, platform faults)
 
 
 class PlatformAdapter(abc.ABC):
@@ -364,7 +390,7 @@ class PlatformAdapter(abc.ABC):
         self.ctx = ctx
         self.gateway = ctx.gateway
         self.cfg = ctx.config
-        self.faults = ctx.faults if ctx.faults is not None else Faults()
+        self.faults = ctx.faults
         self.state: AdapterState = "stopped"
         self._last_error: str | None = None
         self.error_kind: str | None = None  # the class of last_error: all that /readyz shows of it

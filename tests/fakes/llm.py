@@ -45,6 +45,9 @@ class Reply:
     chunks: list[str] | None = None
     chunk_delay: float = 0.0
     cut_after: int | None = None
+    # With cut_after: end the body cleanly there (no finish_reason, no [DONE]), as a proxy closing between two
+    # events would, instead of dropping the connection.
+    cut_clean: bool = False
 
     @classmethod
     def streamed(cls, chunks: list[str], chunk_delay: float, **kw: Any) -> Reply:
@@ -124,6 +127,24 @@ class Drop:
 
 
 Step = Reply | ToolCall | ToolCalls | Error | Hang | Drop
+
+
+@dataclass
+class Outage:
+    """A stretch of trouble: while it lasts, every request ``match`` accepts (all, without one) gets
+    ``make(request)`` instead of its scripted or normal answer. ``served`` counts the faults it served."""
+
+    make: Callable[[dict[str, Any]], Step]
+    until: float
+    match: Callable[[dict[str, Any]], bool] | None = None
+    served: int = 0
+
+    @property
+    def active(self) -> bool:
+        return time.monotonic() < self.until
+
+    def end(self) -> None:
+        self.until = 0.0
 
 # ------------------------------------------------------------------------------------------ responders
 
@@ -209,6 +230,7 @@ class FakeLLM:
         self.peers: list[Any] = []  # each request's client address: one per connection the client opened
         # deque append/popleft are atomic, so FakeLLMThread can script from another thread.
         self._steps: collections.deque[Step] = collections.deque()
+        self.outages: list[Outage] = []
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self.base_url = ""
@@ -219,6 +241,15 @@ class FakeLLM:
     @property
     def pending(self) -> int:
         return len(self._steps)
+
+    def outage(self, make: Step | Callable[[dict[str, Any]], Step], seconds: float,
+               match: Callable[[dict[str, Any]], bool] | None = None) -> Outage:
+        """For ``seconds`` from now, requests (those ``match`` accepts) get ``make`` (a step, or a function of
+        the request giving one) — a provider answering 429s or 500s for a minute, say. Safe from any thread."""
+        fn = make if callable(make) else (lambda _body: make)  # a step is a dataclass instance, not callable
+        outage = Outage(fn, time.monotonic() + seconds, match)
+        self.outages.append(outage)
+        return outage
 
     def reset(self) -> None:
         self._steps.clear()
@@ -268,6 +299,10 @@ class FakeLLM:
         )
 
     def _next_step(self, body: dict[str, Any]) -> Step:
+        for outage in self.outages:
+            if outage.active and (outage.match is None or outage.match(body)):
+                outage.served += 1
+                return outage.make(body)
         try:
             return self._steps.popleft()
         except IndexError:
@@ -375,6 +410,9 @@ class FakeLLM:
             await resp.write(b"".join(head))
             for n, piece in enumerate(pieces):
                 if cut_after is not None and n >= cut_after:
+                    if getattr(step, "cut_clean", False):
+                        await resp.write_eof()
+                        return resp
                     assert request.transport is not None
                     request.transport.abort()
                     return resp
@@ -440,6 +478,10 @@ class FakeLLMThread(ServedInThread):
 
     def script(self, *steps: Step) -> None:
         self.fake.script(*steps)
+
+    def outage(self, make: Step | Callable[[dict[str, Any]], Step], seconds: float,
+               match: Callable[[dict[str, Any]], bool] | None = None) -> Outage:
+        return self.fake.outage(make, seconds, match)
 
     @property
     def requests(self) -> list[dict[str, Any]]:

@@ -10,9 +10,12 @@ the way PTB appends it). Tests inject what users do and read what the bot did:
     await fake.wait_sent(lambda sent: any(m.text == "echo: hi" for m in sent))
 
 Faults on demand: ``fake.fail(method, kind, chat_id=..., times=...)`` with kind "429" (parameters.
-retry_after), "parse" (400 can't parse entities), "403" (blocked), "400-chat" (chat not found), "500" or
-"drop" (the connection is closed without an answer); ``fake.flood(chat_id, seconds)`` makes every send to
-that chat answer 429 until the window ends. Updates stay queued until a later getUpdates confirms them
+retry_after), "parse" (400 can't parse entities), "403" (blocked), "400-chat" (chat not found), "409"
+(another poller), "502" (bad gateway), "500", "drop" (the connection is closed without an answer) or
+"reset" (aborted); ``fake.outage(method, kind, seconds)`` serves a kind for a stretch instead of a count;
+``fake.flood(chat_id, seconds)`` makes every send to that chat answer 429 until the window ends.
+
+Updates stay queued until a later getUpdates confirms them
 with a higher offset, exactly like Telegram; ``handed_out``, ``confirmed_at`` and ``answered_at`` record
 when (``time.monotonic()``) each update went to the bot, when the bot confirmed it and when a callback query
 was answered, so tests can hold the bot to an acknowledgement deadline.
@@ -87,6 +90,10 @@ class Fault:
     chat_id: int | None
     times: int
     retry_after: int = 1
+    until: float | None = None  # a stretch (time.monotonic()): served until then, whatever ``times`` says
+    served: int = 0
+    every: int = 1  # served to every n-th request it matches (the others pass), for faults that come and go
+    seen: int = 0
 
 
 class FakeTelegram:
@@ -280,13 +287,27 @@ class FakeTelegram:
     def fail(self, method: str, kind: str, chat_id: int | None = None, times: int = 1, retry_after: int = 1) -> None:
         self.faults.append(Fault(method, kind, chat_id, times, retry_after))
 
+    def outage(self, method: str, kind: str, seconds: float, chat_id: int | None = None,
+               retry_after: int = 1, every: int = 1) -> Fault:
+        """``method`` answers ``kind`` (as for ``fail``) for ``seconds`` from now, to every ``every``-th request
+        it matches; ``.served`` counts them, ``.until = 0`` ends it early."""
+        fault = Fault(method, kind, chat_id, 1 << 30, retry_after, until=time.monotonic() + seconds, every=every)
+        self.faults.append(fault)
+        return fault
+
     def flood(self, chat_id: int, seconds: float) -> None:
         self.floods[chat_id] = time.monotonic() + seconds
 
     def _fault_for(self, method: str, chat_id: Any) -> Fault | None:
         for fault in self.faults:
+            if fault.until is not None and time.monotonic() >= fault.until:
+                continue
             if fault.method == method and (fault.chat_id is None or fault.chat_id == chat_id) and fault.times > 0:
+                fault.seen += 1
+                if fault.seen % fault.every:
+                    continue
                 fault.times -= 1
+                fault.served += 1
                 return fault
         return None
 
@@ -372,6 +393,15 @@ class FakeTelegram:
                 assert request.transport is not None
                 request.transport.close()
                 return web.Response()
+            if fault.kind == "reset":
+                assert request.transport is not None
+                request.transport.abort()
+                return web.Response()
+            if fault.kind == "409":
+                return self._error(409, "Conflict: terminated by other getUpdates request; make sure that only "
+                                        "one bot instance is running")
+            if fault.kind == "502":
+                return self._error(502, "Bad Gateway")
             if fault.kind == "429":
                 return self._error(429, f"Too Many Requests: retry after {fault.retry_after}",
                                    {"retry_after": fault.retry_after})

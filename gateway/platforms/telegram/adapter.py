@@ -57,6 +57,10 @@ SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 ANSWER_WITHIN = 1.0
 TOAST_MAX = 200  # answerCallbackQuery's text limit
 _COMMAND_NAME = re.compile(r"[a-z0-9_]{1,32}")
+# getUpdates answered 409: another program polls (or a webhook is set for) this bot's token.
+CONFLICT_CONDITION = "telegram_conflict"
+CONFLICT_REASON = ("Telegram answered 409 Conflict: another program is reading this bot's updates with the same "
+                   "token (or a webhook is set); waiting for it to stop")
 
 
 class TelegramAdapter(PlatformAdapter):
@@ -122,6 +126,7 @@ class TelegramAdapter(PlatformAdapter):
 
     async def stop(self) -> None:
         self.outbound.stop()
+        self.ctx.faults.end(CONFLICT_CONDITION)  # whoever else polls is no longer in our way
         for timer in self._unanswered.values():
             timer.cancel()  # the bot is going away: the clients' spinners time out on their own
         self._unanswered.clear()
@@ -207,8 +212,11 @@ class TelegramAdapter(PlatformAdapter):
             bot = self.bot
             if bot is None:
                 return
+            # After a failure the first poll is a short one: a long poll the server took only says "over" when
+            # it returns (up to POLL_TIMEOUT later), and /readyz would stay "retrying" (a conflict "on") so long.
+            wait_s = POLL_TIMEOUT if self.state == "connected" else 0
             try:
-                updates, last_id = await self._get_updates(bot)
+                updates, last_id = await self._get_updates(bot, wait_s)
                 self._confirmed = self._offset
             except asyncio.CancelledError:
                 raise
@@ -217,6 +225,7 @@ class TelegramAdapter(PlatformAdapter):
                 return
             except (tg.NetworkError, tg.Conflict, tg.RetryAfter) as exc:
                 wait = retry_seconds(exc) if isinstance(exc, tg.RetryAfter) else delay
+                self._poll_fault(exc)
                 self.state, self.last_error = "retrying", f"{type(exc).__name__}: {exc}"
                 log.warning("telegram_poll_failed", error=self.last_error, retry_in=round(wait, 1))
                 await asyncio.sleep(wait * (0.8 + random.random() * 0.4))
@@ -227,6 +236,7 @@ class TelegramAdapter(PlatformAdapter):
                 return
             if self.state != "connected":
                 self.state, self.last_error = "connected", None
+                self.ctx.faults.end(CONFLICT_CONDITION)
                 log.info("telegram_poll_resumed")
             delay = 1.0
             done = await self._process(updates) if updates else 0
@@ -240,7 +250,7 @@ class TelegramAdapter(PlatformAdapter):
                     return
                 await asyncio.sleep(1.0)
 
-    async def _get_updates(self, bot: Bot) -> tuple[list[Update], int | None]:
+    async def _get_updates(self, bot: Bot, wait_s: int) -> tuple[list[Update], int | None]:
         """getUpdates, each update parsed on its own; also the highest update id handed out.
 
         PTB's ``get_updates`` parses the whole batch at once: one update it cannot read (a field of an
@@ -248,7 +258,7 @@ class TelegramAdapter(PlatformAdapter):
         Here such an update is skipped (confirmed with the rest) and counted as a bad request."""
         from telegram import Update
 
-        raw = await bot._post("getUpdates", {"offset": self._offset, "timeout": POLL_TIMEOUT,
+        raw = await bot._post("getUpdates", {"offset": self._offset, "timeout": wait_s,
                                              "allowed_updates": ALLOWED_UPDATES}, read_timeout=POLL_TIMEOUT + 10)
         updates: list[Update] = []
         last_id: int | None = None
@@ -266,6 +276,18 @@ class TelegramAdapter(PlatformAdapter):
                 continue
             updates.append(update)
         return updates, last_id
+
+    def _poll_fault(self, exc: Exception) -> None:
+        from telegram import error as tg
+
+        faults = self.ctx.faults
+        if isinstance(exc, tg.Conflict):
+            # Lasting until the other poller stops: /readyz says so (once), and the adapter keeps trying.
+            faults.begin(CONFLICT_CONDITION, "platform_conflict", CONFLICT_REASON, platform=self.name)
+        elif isinstance(exc, tg.RetryAfter):
+            faults.record("platform_rate_limited", platform=self.name, method="getUpdates")
+        else:
+            faults.record("platform_unavailable", platform=self.name, method="getUpdates")
 
     def _die(self, exc: BaseException) -> None:
         log.error("telegram_poll_stopped", error=f"{type(exc).__name__}: {exc}")

@@ -68,9 +68,9 @@ def chunk_key(row: Mapping[str, Any] | None, inbox_id: int | None, index: int) -
 
 
 class Delivery:
-    def __init__(self, store: Store, metrics: Metrics | None = None, *, max_attempts: int = 6, base_delay: float = 1.0,
-                 max_delay: float = 60.0, owner: str | None = None, faults: FaultSink = NO_FAULTS,
-                 max_rate_wait: float = 900.0) -> None:
+    def __init__(self, store: Store, metrics: Metrics | None = None, *, max_outage: float = 600.0,
+                 base_delay: float = 1.0, max_delay: float = 60.0, owner: str | None = None,
+                 faults: FaultSink = NO_FAULTS, max_rate_wait: float = 900.0) -> None:
         self.store = store
         # A chunk waits out a platform's rate limits for this long in all before it is given up: bounded by time,
         # not by a count, so a minute of 429s with retry_after 1 (a busy group) loses nothing.
@@ -81,7 +81,9 @@ class Delivery:
         # that took the row over after this one stalled past its lease sends it instead).
         self.owner = owner
         self.metrics = metrics or NULL_METRICS
-        self.max_attempts = max_attempts
+        # Likewise a platform that is down (5xx, resets, timeouts): retried with backoff for this long in all.
+        # Six attempts (~30 s) lost every reply of a platform outage longer than that.
+        self.max_outage = max_outage
         self.base_delay = base_delay
         self.max_delay = max_delay
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
@@ -261,7 +263,7 @@ class Delivery:
         must not keep starting new messages below each other)."""
         attempt = 0
         plain = False
-        rate_waited = 0.0
+        rate_waited = outage_waited = 0.0
         while True:
             attempt += 1
             try:
@@ -302,9 +304,10 @@ class Delivery:
                 self.faults.record("platform_unavailable", platform=adapter.name, attempt=attempt)
                 if not retry:
                     raise
-                if attempt >= self.max_attempts:
-                    raise PermanentError(f"gave up after {attempt} attempts: {exc}") from exc
-                delay = min(self.max_delay, self.base_delay * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
+                delay = min(self.max_delay, self.base_delay * 2 ** min(attempt - 1, 30)) * (0.5 + random.random() / 2)
+                if outage_waited + delay > self.max_outage:
+                    raise PermanentError(f"gave up after {attempt} attempts ({round(outage_waited)} s): {exc}") from exc
+                outage_waited += delay
                 log.info("send_retry", platform=adapter.name, chat_id=chat_id, attempt=attempt, delay=round(delay, 2),
                          error=str(exc))
                 await asyncio.sleep(delay)

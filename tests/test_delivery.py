@@ -97,10 +97,17 @@ async def test_rate_limit_on_one_chat_does_not_hold_up_another(store):
     assert adapter.sent[-1] == ("slow", "for slow")
 
 
-async def test_transient_errors_are_retried_then_recorded_as_failed(store):
+async def test_transient_errors_are_retried_through_an_outage_then_recorded_as_failed(store):
+    """An outage is bounded by time (``max_outage``), not a count: six attempts (~30 s) once lost every reply of
+    a longer one. Past the budget the chunk is recorded as failed (shown on the dashboard), never dropped."""
     adapter = Recorder()
-    adapter.failures["c"] = [TransientError("net down")] * 3
-    delivery = Delivery(store, max_attempts=3, base_delay=0.01)
+    adapter.failures["c"] = [TransientError("net down")] * 40
+    delivery = Delivery(store, base_delay=0.001, max_delay=0.002, max_outage=1.0)
+    report = await delivery.deliver(adapter, "c", OutboundMessage("after"), inbox_id=6)
+    assert not report.failed and adapter.sent == [("c", "after")]  # 40 failures in a row, then through
+    adapter.sent.clear()
+    adapter.failures["c"] = [TransientError("net down")] * 1000
+    delivery = Delivery(store, base_delay=0.01, max_delay=0.02, max_outage=0.2)
     report = await delivery.deliver(adapter, "c", OutboundMessage("x"), inbox_id=7)
     assert report.failed and "gave up" in report.error
     assert (await outbox_rows(store))[-1]["status"] == "failed"

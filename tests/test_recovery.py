@@ -127,3 +127,26 @@ async def _wait_status(runner, row: int, status: str) -> None:
             return
         await asyncio.sleep(0.02)
     raise AssertionError(f"row {row} is {(await runner.store.inbox_get(row))['status']}, not {status}")
+
+
+async def test_a_message_left_behind_is_answered_before_one_its_chat_sent_after_the_restart(make_runner, fake_llm,
+                                                                                           tmp_path):
+    """Found by the kill suite (tests/faults/test_kill.py): a platform hands over new messages as soon as the
+    adapter connects, before recovery has read what the killed process left; the chat's newer message was
+    answered first. Recovery now goes first in each chat, whatever arrives meanwhile."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 'o.db'}"
+    runner, _qa = await make_runner(db_url=db)
+    owner = {"owner": runner.instance.id, "lease_until": runner.instance.lease()}
+    await runner.store.inbox_add("qa", "old", "qa:dm:c1", inbound("left behind", "old").to_dict(), **owner)
+    await runner.shutdown()
+
+    class Eager(QAAdapter):
+        """Messages waiting at the platform arrive while the adapter connects."""
+
+        async def start(self) -> None:
+            await super().start()
+            await self.say("sent after the restart", message_id="new")
+
+    _runner2, qa2 = await make_runner(db_url=db, adapters=[Eager])
+    texts = await qa2.wait_for(lambda t: "echo: sent after the restart" in t and "echo: left behind" in t)
+    assert texts.index("echo: left behind") < texts.index("echo: sent after the restart")

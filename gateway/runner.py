@@ -256,7 +256,7 @@ class GatewayRunner:
         from cron.host import CronHost
 
         return CronHost(self.cfg, self.store, self.turns, self.delivery, self.adapters, self, self.agents.tool_extras,
-                        self._is_admin, lambda: self.agents.sandbox, self.metrics, self.bus)
+                        self._is_admin, lambda: self.agents.sandbox, self.metrics, self.bus, self.faults)
 
     def _build_adapters(self) -> None:
         # Files people send are for the agent: they go where its tools can read them (the sandbox hides the

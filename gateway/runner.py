@@ -353,6 +353,10 @@ class GatewayRunner:
         pick = lambda q: samples[min(len(samples) - 1, int(q * len(samples)))]  # noqa: E731
         return pick(0.5), pick(0.99), samples[-1]
 
+    def task_count(self) -> int:
+        """The event loop's live tasks (scraped on the loop; 0 before it runs)."""
+        return len(asyncio.all_tasks(self.loop)) if self.loop is not None else 0
+
     def readiness(self, detail: bool = False) -> tuple[bool, dict[str, Any]]:
         """Per adapter: state, error class and hint; ``detail`` (authenticated callers only) adds the
         redacted ``last_error``. Unauthenticated endpoints never get exception text (gateway/health.py)."""

@@ -95,7 +95,8 @@ class Lanes:
         lane.adapter = adapter
         busy = lane.turn is not None or bool(lane.queue) or lane.task is not None
         source = item.msg.source
-        if busy and len(lane.queue) >= self.cfg.max_queue:
+        # The bound is on taking new messages in; a recovered one was taken in (and acknowledged) already.
+        if busy and not item.recovered and len(lane.queue) >= self.cfg.max_queue:
             self.counters["queue_rejected"] += 1
             waiting = len(lane.queue)
             self.life.spawn(self._reject(item, waiting, adapter.capabilities.command("queue")), name="lane:reject")

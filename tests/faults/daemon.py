@@ -177,7 +177,9 @@ class Rig:
             "model": {"max_retries": 2},
             "approvals": {"mode": "off"},
             "tools": {"terminal": {"enabled": True, "sandbox": "none"}},
-            "gateway": {"max_concurrent_turns": 16},
+            # The queue bound refuses new messages plainly when a chat is swamped; this load swamps chats on purpose
+            # (a restart every second or two), and what is under test is that nothing accepted is lost.
+            "gateway": {"max_concurrent_turns": 16, "max_queue": 1000},
             "cron": {"min_interval_seconds": 1, "poll_seconds": 1},
             "platforms": {"telegram": {"enabled": True, "base_url": self.tg.base_url,
                                        "allowed_users": self.tg_chats}},

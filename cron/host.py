@@ -10,6 +10,7 @@ from typing import Any
 
 from gateway.config import Config
 from gateway.delivery import Delivery
+from gateway.faults import NULL_FAULTS, Faults
 from gateway.metrics import NULL_METRICS, Metrics
 from gateway.platforms.base import Source
 from gateway.ports import Adapters, DetachedTurns, Lifecycle
@@ -32,3 +33,4 @@ class CronHost:
     metrics: Metrics = NULL_METRICS  # cron_run(status) for each finished run
     # The other instances of the database (gateway/bus.py): told when a run's delivery is left to them.
     peers: Any = None
+    faults: Faults = NULL_FAULTS  # record("clock_jump", ...) when the wall clock steps

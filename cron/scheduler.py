@@ -1,9 +1,15 @@
-"""The cron engine: APScheduler keeps time, the database decides who runs what.
+"""The cron engine: one timer loop keeps time, the database decides who runs what.
 
-APScheduler (AsyncIOScheduler) holds two kinds of timers: a poll every ``cron.poll_seconds`` that
-re-reads the jobs table (so `herald cron ...` run beside the daemon is picked up), and one DateTrigger
-per job at its ``next_run_at`` so a run starts on time rather than up to a poll late. Both only call
-``tick()``; the job definitions and history live in the database, never in APScheduler's memory.
+The loop calls ``tick()`` every ``cron.poll_seconds`` (re-reading the jobs table, so `herald cron ...` run
+beside the daemon is picked up), sooner when a job's ``next_run_at`` comes first, so a run starts on time
+rather than up to a poll late. It waits on the monotonic clock (asyncio's): due times are wall-clock times,
+but a wall-clock timer (APScheduler's) set before the clock jumps back an hour would sleep that hour, and no
+poll, run request or due time would be seen meanwhile. The job definitions and history live in the database.
+
+Clock jumps: each tick compares how far the wall clock moved with how far the monotonic clock did; a
+difference over ``CLOCK_JUMP_SECONDS`` is the fault ``clock_jump`` (counted and logged). Due times stay
+wall-clock times, so forward, the catch-up rules below decide (one run, no burst); back, each job waits for
+its next due time on the new clock, and no due time runs twice.
 
 ``tick()`` claims each due run with a conditional UPDATE (see cron/store.py) before starting it, so two
 daemons on one database, or a restart in the middle, never run a due time twice. What counts as due
@@ -24,7 +30,6 @@ import contextvars
 import logging
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -45,6 +50,9 @@ if TYPE_CHECKING:
 log = structlog.get_logger("herald.cron")
 
 SILENT = "[SILENT]"
+# The wall clock moved this much more (or less) than the monotonic clock between two ticks: not drift or a
+# slow tick (NTP slews by milliseconds), a step (a manual change, a VM restored, NTP's first sync, a suspend).
+CLOCK_JUMP_SECONDS = 30.0
 SCRIPT_OUTPUT_LIMIT = 20_000
 NO_SANDBOX = "scripts need the sandbox: install bubblewrap or set tools.terminal.sandbox: none"
 
@@ -62,17 +70,20 @@ def _fresh_task(coro: Any) -> asyncio.Task[Any]:
 
 
 class CronScheduler:
-    def __init__(self, host: CronHost, now: Callable[[], float] = time.time) -> None:
+    def __init__(self, host: CronHost, now: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.host = host
         self.cfg = host.cfg.cron
         self.now = now
+        self.monotonic = monotonic
+        self._clock_mark: tuple[float, float] | None = None  # (wall, monotonic) at the last tick
         self.store = CronStore.for_store(host.store)
         self.running: dict[str, asyncio.Task[None]] = {}  # job id -> its run (a job never overlaps itself)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._sem = asyncio.Semaphore(self.cfg.max_parallel)
         self._tick_lock = asyncio.Lock()
-        self._aps: Any = None
-        self._wakeups: dict[str, float] = {}
+        self._timer: asyncio.Task[None] | None = None
+        self._next_due: float | None = None  # the earliest next_run_at the last tick saw
         self._delivering: set[str] = set()  # job ids with a delivery in progress in this process
         self._next_resume_check = 0.0
         self.tool_api = CronToolAPI(self, host)
@@ -83,8 +94,8 @@ class CronScheduler:
     # ---- lifecycle ---------------------------------------------------------------------------------
 
     async def start(self, timer: bool = True) -> None:
-        """Fail runs a dead process left 'running', then (with ``timer``) let APScheduler call ``tick``."""
-        # APScheduler logs every poll at INFO through stdlib logging; our own events say what matters.
+        """Fail runs a dead process left 'running', then (with ``timer``) start the loop that calls ``tick``."""
+        # APScheduler (its triggers parse schedules) logs at INFO through stdlib logging; ours say what matters.
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
         jobs = await self.store.jobs()
         longest = max([self.cfg.timeout_seconds, *(j["timeout_seconds"] or 0 for j in jobs)])
@@ -94,18 +105,21 @@ class CronScheduler:
         await self.resume_deliveries()
         if not timer:
             return
-        from apscheduler.schedulers.asyncio import AsyncIOScheduler
-        from apscheduler.triggers.interval import IntervalTrigger
+        self._timer = _fresh_task(self._keep_time())
 
-        self._aps = AsyncIOScheduler(event_loop=asyncio.get_running_loop(), timezone=UTC)
-        self._aps.add_job(self.tick, IntervalTrigger(seconds=self.cfg.poll_seconds), id="cron:poll",
-                          next_run_time=datetime.now(UTC), max_instances=1, coalesce=True, misfire_grace_time=None)
-        self._aps.start()
+    async def _keep_time(self) -> None:
+        while not self.host.life.stopping:
+            await self.tick()
+            wait = self.cfg.poll_seconds
+            if self._next_due is not None:
+                wait = min(wait, max(0.0, self._next_due - self.now()) + 0.005)
+            await asyncio.sleep(wait)  # the monotonic clock: see the module's docstring
 
     async def stop(self) -> None:
-        if self._aps is not None:
-            self._aps.shutdown(wait=False)
-            self._aps = None
+        if self._timer is not None:
+            self._timer.cancel()
+            await asyncio.gather(self._timer, return_exceptions=True)
+            self._timer = None
         tasks = [*self.running.values(), *self._tasks]
         for task in tasks:
             task.cancel()
@@ -123,41 +137,40 @@ class CronScheduler:
     # ---- the clock's work --------------------------------------------------------------------------
 
     async def tick(self) -> None:
-        """Start whatever is due now (claimed in the database first) and arm the wake-up timers."""
+        """Start whatever is due now (claimed in the database first) and note when the next one is due."""
         if self.host.life.stopping:
             return
         async with self._tick_lock:
+            self._next_due = None  # a tick that fails waits a whole poll before the next try
             try:
                 jobs = await self.store.jobs()
                 now = self.now()
+                self._check_clock(now)
                 for job in jobs:
                     if job["run_requested_at"] is not None:
                         await self._take_request(job, now)
                     if job["enabled"] and job["next_run_at"] is not None and job["next_run_at"] <= now:
                         await self._due(job, now)
-                self._arm(jobs)
-                if now >= self._next_resume_check:  # a lease expires in minutes: no need to look every poll
-                    self._next_resume_check = now + 30
+                self._next_due = min((j["next_run_at"] for j in jobs if j["enabled"] and j["next_run_at"] is not None),
+                                     default=None)
+                # A lease expires in minutes: no need to look every poll (monotonic: a clock set back an hour
+                # must not put this off for an hour).
+                if self.monotonic() >= self._next_resume_check:
+                    self._next_resume_check = self.monotonic() + 30
                     await self.resume_deliveries()
             except Exception:
                 log.exception("cron_tick_failed")
 
-    def _arm(self, jobs: list[dict[str, Any]]) -> None:
-        if self._aps is None:
+    def _check_clock(self, now: float) -> None:
+        """Record a wall-clock jump since the last tick (the fault ``clock_jump``, with its size in seconds)."""
+        mono = self.monotonic()
+        mark, self._clock_mark = self._clock_mark, (now, mono)
+        if mark is None:
             return
-        from apscheduler.triggers.date import DateTrigger
-
-        wanted = {j["id"]: j["next_run_at"] for j in jobs if j["enabled"] and j["next_run_at"] is not None}
-        for job_id in set(self._wakeups) - set(wanted):
-            self._wakeups.pop(job_id)
-            if self._aps.get_job(f"cron:wake:{job_id}") is not None:
-                self._aps.remove_job(f"cron:wake:{job_id}")
-        for job_id, at in wanted.items():
-            if self._wakeups.get(job_id) == at or at <= self.now():
-                continue
-            self._wakeups[job_id] = at
-            self._aps.add_job(self.tick, DateTrigger(run_date=datetime.fromtimestamp(at, UTC)),
-                              id=f"cron:wake:{job_id}", replace_existing=True, misfire_grace_time=None)
+        jump = (now - mark[0]) - (mono - mark[1])
+        if abs(jump) > CLOCK_JUMP_SECONDS:
+            self.host.faults.record("clock_jump", seconds=round(jump, 1),
+                                    direction="forward" if jump > 0 else "back")
 
     async def _take_request(self, job: dict[str, Any], now: float) -> None:
         if job["id"] in self.running:

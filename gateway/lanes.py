@@ -76,6 +76,9 @@ class Lanes:
         # Inbox ids dispatched in this process (lanes and commands), while several instances share the
         # database (gateway/routing.py): a row found again by a poll is not dispatched twice.
         self.dispatched: set[int] | None = None
+        # Adapters whose first recovery after (re)connecting is still running: their new messages queue but wait,
+        # so a message accepted before a restart is answered before one the same chat sent after it.
+        self._held: set[str] = set()
 
     def lane(self, key: str) -> Lane | None:
         return self.lanes.get(key)
@@ -92,20 +95,37 @@ class Lanes:
         lane.adapter = adapter
         busy = lane.turn is not None or bool(lane.queue) or lane.task is not None
         source = item.msg.source
-        if busy and len(lane.queue) >= self.cfg.max_queue:
+        # The bound is on taking new messages in; a recovered one was taken in (and acknowledged) already.
+        if busy and not item.recovered and len(lane.queue) >= self.cfg.max_queue:
             self.counters["queue_rejected"] += 1
             waiting = len(lane.queue)
             self.life.spawn(self._reject(item, waiting, adapter.capabilities.command("queue")), name="lane:reject")
             return
-        lane.queue.append(item)
+        if item.recovered and item.inbox_id is not None:
+            # Behind what its chat sent before it, ahead of what came after (accepted before recovery ran).
+            at = next((n for n, q in enumerate(lane.queue) if q.inbox_id is not None and q.inbox_id > item.inbox_id),
+                      len(lane.queue))
+            lane.queue.insert(at, item)
+        else:
+            lane.queue.append(item)
         if busy and notify:
             if self.cfg.busy_mode == "interrupt" and lane.turn is not None:
                 if lane.turn.abandon("superseded"):
                     self._tell(source, "⏹ Stopped the previous turn to answer your new message.")
             elif lane.turn is not None:
                 self._tell(source, f"⏳ Queued ({len(lane.queue)} waiting) — I'll answer after the current reply.")
-        if lane.task is None:
+        if lane.task is None and adapter.name not in self._held:
             lane.task = asyncio.create_task(self._drain(lane), name=f"lane:{lane.key}")
+
+    def hold(self, platform: str) -> None:
+        """Until ``release``: ``platform``'s messages queue in their lanes, no turn starts (its recovery runs)."""
+        self._held.add(platform)
+
+    def release(self, platform: str) -> None:
+        self._held.discard(platform)
+        for lane in self.lanes.values():
+            if lane.task is None and lane.queue and lane.adapter is not None and lane.adapter.name == platform:
+                lane.task = asyncio.create_task(self._drain(lane), name=f"lane:{lane.key}")
 
     def _tell(self, source: Any, text: str) -> None:
         self.life.spawn(self.notifier.notify(source, text), name="lane:notice")

@@ -41,6 +41,8 @@ class Source(Protocol):
 
     def loop_lag_quantiles(self) -> tuple[float, float, float]: ...
 
+    def task_count(self) -> int: ...
+
 
 
 
@@ -155,6 +157,8 @@ class _Snapshot(Collector):
         for name, value, what in (("p50", p50, "median"), ("p99", p99, "99th percentile"), ("max", worst, "worst")):
             yield GaugeMetricFamily(f"herald_loop_lag_{name}_seconds", f"Event-loop lag over the last minute, "
                                     f"{what}.", value=value)
+        yield GaugeMetricFamily("herald_tasks", "asyncio tasks alive in the daemon's event loop now (one that only "
+                                "grows under a steady load is a leak: bench/soak.py watches it).", value=s.task_count())
         up = GaugeMetricFamily("herald_adapter_up", "1 when the platform adapter is connected.", labels=["platform"])
         state = GaugeMetricFamily("herald_adapter_state", "The platform adapter's state (1 for the current one).",
                                   labels=["platform", "state"])

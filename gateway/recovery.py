@@ -36,6 +36,20 @@ class Recovery:
         self.notifier = notifier
         self.router: Any = None  # gateway.routing.SessionRouter: with several instances, sessions have owners
 
+    def hold(self, adapter: PlatformAdapter) -> None:
+        """Before ``adapter`` connects: its new messages wait in their lanes until ``first_recovery`` has put
+        what it left unfinished ahead of them (a chat's answers keep the order of its messages)."""
+        self.lanes.hold(adapter.name)
+
+    def release(self, adapter: PlatformAdapter) -> None:
+        self.lanes.release(adapter.name)
+
+    async def first_recovery(self, adapter: PlatformAdapter) -> int:
+        try:
+            return await self.recover(adapter)
+        finally:
+            self.release(adapter)
+
     async def recover(self, adapter: PlatformAdapter) -> int:
         """Take over ``adapter``'s unfinished rows whose owner is gone; returns how many were resumed."""
         resumed = 0

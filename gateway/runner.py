@@ -257,7 +257,7 @@ class GatewayRunner:
         from cron.host import CronHost
 
         return CronHost(self.cfg, self.store, self.turns, self.delivery, self.adapters, self, self.agents.tool_extras,
-                        self._is_admin, lambda: self.agents.sandbox, self.metrics, self.bus)
+                        self._is_admin, lambda: self.agents.sandbox, self.metrics, self.bus, self.faults)
 
     def _build_adapters(self) -> None:
         # Files people send are for the agent: they go where its tools can read them (the sandbox hides the
@@ -354,6 +354,10 @@ class GatewayRunner:
             return 0.0, 0.0, 0.0
         pick = lambda q: samples[min(len(samples) - 1, int(q * len(samples)))]  # noqa: E731
         return pick(0.5), pick(0.99), samples[-1]
+
+    def task_count(self) -> int:
+        """The event loop's live tasks (scraped on the loop; 0 before it runs)."""
+        return len(asyncio.all_tasks(self.loop)) if self.loop is not None else 0
 
     def readiness(self, detail: bool = False) -> tuple[bool, dict[str, Any]]:
         """Per adapter: state, error class and hint; ``detail`` (authenticated callers only) adds the

@@ -46,6 +46,7 @@ class Supervisor:
             try:
                 # Its credentials' locks first: a second process driving the same bot would steal its updates.
                 await self.locks.acquire(adapter.name, adapter.credentials(), adapter.exclusive_credentials())
+                self.recovery.hold(adapter)
                 await adapter.start()
                 self._attempted_once(adapter)
                 adapter.state, adapter.last_error, delay = "connected", None, 1.0
@@ -57,6 +58,7 @@ class Supervisor:
                 raise
             except Exception as exc:
                 self._attempted_once(adapter)
+                self.recovery.release(adapter)  # no recovery follows now: what it accepted runs
                 if self.life.stopping:
                     return
                 locked = isinstance(exc, CredentialLocked)
@@ -93,7 +95,7 @@ class Supervisor:
 
     async def _recover(self, adapter: PlatformAdapter) -> None:
         try:
-            await self.recovery.recover(adapter)
+            await self.recovery.first_recovery(adapter)
         except Exception:
             log.exception("recovery_failed", platform=adapter.name)
 

@@ -51,7 +51,7 @@ async def test_metrics_are_valid_prometheus_text_with_every_figure(make_runner: 
     for name in ("herald_turn_duration_seconds", "herald_turn_queue_wait_seconds", "herald_loop_lag_seconds",
                  "herald_llm_request_duration_seconds", "herald_llm_errors", "herald_deliveries", "herald_approvals",
                  "herald_cron_runs", "herald_messages", "herald_turns", "herald_turns_running", "herald_queue_depth",
-                 "herald_adapter_up", "herald_adapter_state", "herald_loop_lag_p99_seconds"):
+                 "herald_adapter_up", "herald_adapter_state", "herald_loop_lag_p99_seconds", "herald_tasks"):
         assert name in families, name
     assert value(families, "herald_messages_total", outcome="accepted") == 1
     assert value(families, "herald_turns_total", outcome="ok") == 1
@@ -63,6 +63,7 @@ async def test_metrics_are_valid_prometheus_text_with_every_figure(make_runner: 
     assert value(families, "herald_adapter_state", platform="qa", state="connected") == 1
     assert value(families, "herald_loop_lag_seconds_count") > 0
     assert value(families, "herald_queue_depth") == 0
+    assert value(families, "herald_tasks") >= 1  # the adapter's, the loop-lag probe's, ... and the scrape's own
     theirs = await scrape(other)
     assert value(theirs, "herald_messages_total", outcome="accepted") == 0
 

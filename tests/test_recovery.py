@@ -127,3 +127,48 @@ async def _wait_status(runner, row: int, status: str) -> None:
             return
         await asyncio.sleep(0.02)
     raise AssertionError(f"row {row} is {(await runner.store.inbox_get(row))['status']}, not {status}")
+
+
+async def test_a_message_left_behind_is_answered_before_one_its_chat_sent_after_the_restart(make_runner, fake_llm,
+                                                                                           tmp_path):
+    """Found by the kill suite (tests/faults/test_kill.py): a platform hands over new messages as soon as the
+    adapter connects, before recovery has read what the killed process left; the chat's newer message was
+    answered first. Recovery now goes first in each chat, whatever arrives meanwhile."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 'o.db'}"
+    runner, _qa = await make_runner(db_url=db)
+    owner = {"owner": runner.instance.id, "lease_until": runner.instance.lease()}
+    await runner.store.inbox_add("qa", "old", "qa:dm:c1", inbound("left behind", "old").to_dict(), **owner)
+    await runner.shutdown()
+
+    class Eager(QAAdapter):
+        """Messages waiting at the platform arrive while the adapter connects."""
+
+        async def start(self) -> None:
+            await super().start()
+            await self.say("sent after the restart", message_id="new")
+
+    _runner2, qa2 = await make_runner(db_url=db, adapters=[Eager])
+    texts = await qa2.wait_for(lambda t: "echo: sent after the restart" in t and "echo: left behind" in t)
+    assert texts.index("echo: left behind") < texts.index("echo: sent after the restart")
+
+
+async def test_messages_left_behind_are_answered_even_past_the_queue_bound(make_runner, fake_llm, tmp_path):
+    """Found by the kill suite: after a restart, a chat's recovered backlog went through the queue bound
+    (gateway.max_queue) as if it were new, and the messages past it were refused — messages the platform had
+    been told were taken. The bound is for taking new messages in."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 'q.db'}"
+    runner, _qa = await make_runner({"gateway": {"max_queue": 2}}, db_url=db)
+    owner = {"owner": runner.instance.id, "lease_until": runner.instance.lease()}
+    for i in range(6):
+        await runner.store.inbox_add("qa", f"b{i}", "qa:dm:c1", inbound(f"backlog {i}", f"b{i}").to_dict(), **owner)
+    await runner.shutdown()
+    runner2, qa2 = await make_runner({"gateway": {"max_queue": 2}}, db_url=db)
+    expected = [f"echo: backlog {i}" for i in range(6)]
+    texts = await qa2.wait_for(lambda t: set(expected) <= set(t), timeout=20)
+    assert [t for t in texts if t.startswith("echo: ")] == expected
+    assert not any("already waiting" in t for t in texts)
+    for _ in range(200):  # the last row is marked done just after its answer went out
+        if await runner2.store.inbox_unfinished() == []:
+            break
+        await asyncio.sleep(0.02)
+    assert await runner2.store.inbox_unfinished() == []

@@ -113,7 +113,10 @@ async def test_undo_takes_the_last_exchange_out_and_says_what(make_runner, fake_
 async def test_retry_and_undo_wait_for_a_running_turn(make_runner, fake_llm: FakeLLM):
     runner, qa = await make_runner()
     await qa.say("slow [sleep=1.5]")
-    await qa.wait_for(lambda _t: runner.lanes.busy("qa:dm:c1") is not None)
+    # Polled: the lane turning busy is no message, so qa.wait_for (woken by sends) could sleep past it.
+    async with asyncio.timeout(10):
+        while runner.lanes.busy("qa:dm:c1") is None:  # noqa: ASYNC110 (no event to wait on)
+            await asyncio.sleep(0.01)
     await ask(qa, "/retry", "still answering")
     await ask(qa, "/undo", "still answering")
     await qa.wait_for(lambda texts: "echo: slow [sleep=1.5]" in texts)

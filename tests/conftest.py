@@ -11,6 +11,8 @@ import pytest
 from gateway.config import Config, parse_config, resolve_paths
 from gateway.runner import GatewayRunner
 from tests.fakes.llm import FakeLLM
+from tests.fakes.slack_api import FakeSlack
+from tests.fakes.telegram_api import FakeTelegram
 from tests.qa_channel import QAAdapter
 
 PG_URL = os.environ.get("HERALD_TEST_DATABASE_URL")
@@ -102,3 +104,20 @@ async def make_runner(home: Any, fake_llm: FakeLLM) -> AsyncIterator[RunnerFacto
     yield factory
     for runner in runners:
         await runner.shutdown()
+
+
+# The platform fakes, for every test module that drives a real adapter against them.
+@pytest.fixture
+async def fake_tg() -> AsyncIterator[FakeTelegram]:
+    fake = FakeTelegram()
+    await fake.start()
+    yield fake
+    await fake.stop()
+
+
+@pytest.fixture
+async def fake_slack() -> AsyncIterator[FakeSlack]:
+    fake = FakeSlack()
+    await fake.start()
+    yield fake
+    await fake.stop()

@@ -27,14 +27,6 @@ Factory = Callable[..., Awaitable[GatewayRunner]]
 
 
 @pytest.fixture
-async def fake_slack() -> AsyncIterator[FakeSlack]:
-    fake = FakeSlack()
-    await fake.start()
-    yield fake
-    await fake.stop()
-
-
-@pytest.fixture
 async def start_slack(home: Path, tmp_path: Path, fake_llm: FakeLLM, fake_slack: FakeSlack,
                       monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Factory]:
     monkeypatch.setenv("SLACK_BOT_TOKEN", fake_slack.bot_token)

@@ -31,14 +31,6 @@ Factory = Callable[..., Awaitable[GatewayRunner]]
 
 
 @pytest.fixture
-async def fake_tg() -> AsyncIterator[FakeTelegram]:
-    fake = FakeTelegram()
-    await fake.start()
-    yield fake
-    await fake.stop()
-
-
-@pytest.fixture
 async def start_tg(home: Path, tmp_path: Path, fake_llm: FakeLLM, fake_tg: FakeTelegram,
                    monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Factory]:
     monkeypatch.setenv("TELEGRAM_BOT_TOKEN", fake_tg.token)

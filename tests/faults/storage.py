@@ -301,22 +301,6 @@ def metric(herald: Any, name: str, **labels: str) -> float:
 ALICE_TG = 4242
 
 
-@pytest.fixture
-async def fake_tg() -> AsyncIterator[FakeTelegram]:
-    fake = FakeTelegram()
-    await fake.start()
-    yield fake
-    await fake.stop()
-
-
-@pytest.fixture
-async def fake_slack() -> AsyncIterator[FakeSlack]:
-    fake = FakeSlack()
-    await fake.start()
-    yield fake
-    await fake.stop()
-
-
 Start = Callable[..., Awaitable[GatewayRunner]]
 
 

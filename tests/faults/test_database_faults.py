@@ -29,8 +29,6 @@ from tests.faults.conftest import scale
 from tests.faults.storage import (
     ALICE_TG,
     Load,
-    fake_slack,  # noqa: F401 - fixture
-    fake_tg,  # noqa: F401 - fixture
     fill,
     metric,
     pg_cluster,

@@ -36,14 +36,6 @@ Start = Callable[[], Awaitable[GatewayRunner]]
 
 
 @pytest.fixture
-async def fake_tg() -> AsyncIterator[FakeTelegram]:
-    fake = FakeTelegram()
-    await fake.start()
-    yield fake
-    await fake.stop()
-
-
-@pytest.fixture
 async def start(home: Path, tmp_path: Path, fake_llm: FakeLLM, fake_tg: FakeTelegram,
                 monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Start]:
     monkeypatch.setenv("TELEGRAM_BOT_TOKEN", fake_tg.token)

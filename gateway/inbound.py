@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -68,8 +68,9 @@ class Inbound:
         self.router: Any = None  # gateway.routing.SessionRouter: several instances on one database
         # Messages whose insert failed as the database went away: it may have been committed all the same.
         self._uncertain: set[tuple[str, str]] = set()
-        # Per session, the last command started: the next one runs after it, so answers keep their order.
-        self._commands: dict[str, asyncio.Task[None]] = {}
+        # Per session, the last command still running, or a message waiting behind one: what the session sends
+        # next runs after it, so commands and messages keep the order they were sent in.
+        self._in_flight: dict[str, asyncio.Task[None]] = {}
 
     def key_for(self, source: Source) -> str:
         return session_key(source, self.cfg.sessions.per_user_in_groups)
@@ -162,23 +163,32 @@ class Inbound:
         return None
 
     def dispatch(self, adapter: PlatformAdapter, item: Accepted) -> None:
-        """Commands inline (they must reach a busy session), everything else into the session's lane."""
-        if item.command is None:
+        """Commands inline (they must reach a busy session), everything else into the session's lane — after
+        the session's commands still running: a message sent right after /new, /undo or /model is answered in
+        what that command leaves, not in what it was still changing."""
+        before = self._in_flight.get(item.key)
+        if item.command is None and before is None:
             self.lanes.submit(adapter, item)
             return
         if self.lanes.dispatched is not None:
             self.lanes.dispatched.add(item.inbox_id)
-        before = self._commands.get(item.key)
-        task = self.life.spawn(self._command_after(before, adapter, item), name=f"command:{item.command.name}")
-        self._commands[item.key] = task
-        task.add_done_callback(lambda done, key=item.key: self._commands.pop(key, None)
-                               if self._commands.get(key) is done else None)
+        step = self.run_command if item.command is not None else self._submit
+        task = self.life.spawn(self._after(before, step, adapter, item),
+                               name=f"command:{item.command.name}" if item.command else "lane:after-command")
+        self._in_flight[item.key] = task
+        task.add_done_callback(lambda done, key=item.key: self._in_flight.pop(key, None)
+                               if self._in_flight.get(key) is done else None)
 
-    async def _command_after(self, before: asyncio.Task[None] | None, adapter: PlatformAdapter,
-                             item: Accepted) -> None:
+    async def _submit(self, adapter: PlatformAdapter, item: Accepted) -> None:
+        self.lanes.submit(adapter, item)
+
+    @staticmethod
+    async def _after(before: asyncio.Task[None] | None,
+                     step: Callable[[PlatformAdapter, Accepted], Awaitable[None]],
+                     adapter: PlatformAdapter, item: Accepted) -> None:
         if before is not None:
             await asyncio.wait({before})
-        await self.run_command(adapter, item)
+        await step(adapter, item)
 
     async def run_command(self, adapter: PlatformAdapter, item: Accepted) -> None:
         assert item.command is not None

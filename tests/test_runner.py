@@ -161,6 +161,24 @@ async def test_new_starts_a_fresh_session_with_lineage(make_runner, fake_llm):
     assert [m["content"] for m in fake_llm.requests[-1]["messages"][1:]] == ["who?"]
 
 
+async def test_a_message_sent_right_after_a_command_is_answered_in_what_the_command_left(make_runner, fake_llm):
+    """/new and the next message sent at once (one Telegram batch, a quick typist): the message is answered in
+    the fresh conversation, never in the old one the command was still ending."""
+    runner, qa = await make_runner()
+    await qa.say("remember me")
+    await qa.wait_for(lambda t: "echo: remember me" in t)
+    old = await runner.store.session_active("qa:dm:c1")
+    for n in range(5):
+        assert await qa.say("/new")
+        assert await qa.say(f"who {n}?")
+        await qa.wait_for(lambda t, n=n: f"echo: who {n}?" in t)
+        assert [m["content"] for m in fake_llm.requests[-1]["messages"][1:]] == [f"who {n}?"]
+    new = await runner.store.session_active("qa:dm:c1")
+    assert new["id"] != old["id"]
+    history = await runner.store.session_history(new["id"])
+    assert [m["content"] for m in history] == ["who 4?", "echo: who 4?"]
+
+
 async def test_commands_never_reach_the_model(make_runner, fake_llm):
     _runner, qa = await make_runner()
     for cmd in ("/help", "/status", "/queue"):

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agent_core.errors import LLMError
-from agent_core.jsonrepair import repair_json
+from agent_core.jsonrepair import cut_off, repair_json
 from agent_core.llm import LLMClient
 from agent_core.usage import UsageMeter
 from tools.registry import ToolContext, ToolRegistry
@@ -29,6 +29,9 @@ GRACE_NOTE = (
     "Give your final answer now, based on what you have so far.]"
 )
 _INTERRUPTED_RESULT = json.dumps({"error": "not run: the turn was interrupted"})
+_CUT_RESULT = json.dumps({"error": "not run: the arguments of this call were cut off in the middle of a value (the "
+                                   "reply hit its length limit?). Send the call again, whole; split a long "
+                                   "content into several calls."})
 _UNKNOWN_RESULT = json.dumps({"error": "the turn was cut off (Herald restarted) while this ran: it may or may not "
                                        "have completed, and it was not run again. Check before repeating it."})
 
@@ -226,7 +229,10 @@ class Agent:
                 new.append(final)
                 return TurnResult("ok", text, new, None, iterations)
 
+            raws = [(call.get("function") or {}).get("arguments") for call in tool_calls]
             parsed = self._normalise_calls(tool_calls)
+            cut = {call["id"] for (call, _), raw in zip(parsed, raws, strict=True)
+                   if isinstance(raw, str) and cut_off(raw)}
             assistant = {"role": "assistant", "content": reply.get("content"), "tool_calls": tool_calls}
             messages.append(assistant)
             new.append(assistant)
@@ -237,7 +243,7 @@ class Agent:
                     self._append_tool(messages, new, call["id"], _INTERRUPTED_RESULT)
                 return interrupted()
             batch = [(call["function"]["name"], args) for call, args in parsed
-                     if call["function"]["name"] in allowed]
+                     if call["function"]["name"] in allowed and call["id"] not in cut]
             if len(parsed) > 1:
                 # Calls of one batch are independent: let tools start their slow parts (a person's
                 # approval) together, so several prompts can be answered in any order.
@@ -253,6 +259,8 @@ class Agent:
                     activity(f"tool {name}")
                     if name not in allowed:
                         result = json.dumps({"error": f"unknown tool: {name}", "available": sorted(allowed)})
+                    elif call["id"] in cut:
+                        result = _CUT_RESULT
                     else:
                         result = self.registry.dispatch(name, args, ctx)
                     activity(f"tool {name} done")

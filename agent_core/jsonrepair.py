@@ -2,7 +2,8 @@
 
 Models (especially small local ones) wrap arguments in code fences, leave trailing commas, use Python
 quoting or stop before the closing braces. Rejecting the call would waste a round trip, so we try a
-short ladder of cheap, conservative repairs and fall back to ``{}``.
+short ladder of cheap, conservative repairs and fall back to ``{}``. A value cut off inside a string is not
+completed: what the model meant is unknown (``cut_off`` tells the agent, which runs nothing for that call).
 """
 
 from __future__ import annotations
@@ -93,8 +94,8 @@ def _single_to_double_quotes(text: str) -> str:
     return _outside_strings(result, lambda s: _PY_LITERAL_RE.sub(lambda m: _PY_LITERALS[m[1]], s))
 
 
-def _close_truncated(text: str) -> str:
-    """Close an unterminated string and any open brackets, in the right order."""
+def _scan(text: str) -> tuple[list[str], bool]:
+    """The closers of the brackets left open at the end of ``text``, and whether it ends inside a string."""
     stack: list[str] = []
     in_str = False
     escaped = False
@@ -112,12 +113,27 @@ def _close_truncated(text: str) -> str:
             stack.append("}" if ch == "{" else "]")
         elif ch in "}]" and stack:
             stack.pop()
-    tail = text
+    return stack, in_str
+
+
+def cut_off(text: str | None) -> bool:
+    """Whether tool arguments stop inside a string: the model's output was cut (a length limit, a dropped
+    stream). Such a value is never completed: ``rm -rf /home/me/old-build`` cut after ``/home/me`` must not run."""
+    if not text or not text.strip():
+        return False
+    try:
+        json.loads(text)
+        return False
+    except (ValueError, RecursionError):
+        return _scan(_strip_fences(text).strip())[1]
+
+
+def _close_truncated(text: str) -> str:
+    """Close the brackets a cut-off text left open, in the right order; a cut string stays unparseable."""
+    stack, in_str = _scan(text)
     if in_str:
-        if escaped:
-            tail = tail[:-1]
-        tail += '"'
-    tail = tail.rstrip()
+        return text
+    tail = text.rstrip()
     # A dangling separator ("a": 1,  or  "a":) cannot be completed meaningfully; drop it.
     while tail.endswith((",", ":")):
         # For "key": drop the orphaned key too; anything else just loses the separator.

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_core.jsonrepair import repair_json
+from agent_core.jsonrepair import cut_off, repair_json
 from agent_core.prompt import build_system_prompt
 
 
@@ -21,7 +21,9 @@ from agent_core.prompt import build_system_prompt
         ("{'q': 'say \"hi\"'}", {"q": 'say "hi"'}, True),
         ("{'it': 'it\\'s'}", {"it": "it's"}, True),
         ('{"command": "echo hi"', {"command": "echo hi"}, True),
-        ('{"a": {"b": "unterminated', {"a": {"b": "unterminated"}}, True),
+        ('{"a": {"b": "unterminated', {}, True),  # cut inside a value: what it meant is unknown
+        ('{"command": "rm -rf /home/me', {}, True),
+        ('{"s": "ends in an escape \\', {}, True),
         ('{"a": [1, 2', {"a": [1, 2]}, True),
         ('{"a": 1,', {"a": 1}, True),
         ('{"a": 1, "b":', {"a": 1}, True),
@@ -33,6 +35,20 @@ from agent_core.prompt import build_system_prompt
 )
 def test_repair_table(raw, expected, repaired):
     assert repair_json(raw) == (expected, repaired)
+
+
+@pytest.mark.parametrize(("raw", "cut"), [
+    ('{"command": "rm -rf /home/me', True),
+    ('```json\n{"content": "half a fi', True),
+    ('{"a": "x \\"quoted', True),
+    ('{"command": "echo hi"', False),  # every value whole: only the braces are missing
+    ('{"a": 1}', False),
+    ('{"s": "keep, } this"}', False),
+    ("", False),
+    (None, False),
+])
+def test_cut_off_tells_a_value_cut_in_the_middle(raw, cut):
+    assert cut_off(raw) is cut
 
 
 def test_system_prompt_is_byte_stable_and_ordered():

@@ -115,6 +115,31 @@ async def test_malformed_tool_arguments_are_repaired(fake, registry, tmp_path):
     assert fake.requests[1]["messages"][2]["tool_calls"][0]["function"]["arguments"] == '{"a": 4, "b": 5}'
 
 
+async def test_a_call_cut_off_inside_a_value_is_not_run(fake, tmp_path):
+    """Arguments that stop mid-string (a length limit, a dropped stream) are not completed and run: the
+    command cut after ``/tmp/keep`` is not the one the model meant. The model is told; its other calls run."""
+    reg = ToolRegistry()
+    ran: list[str] = []
+
+    @tool("shell", "Run a command.", {"type": "object", "properties": {"command": {"type": "string"}}}, target=reg)
+    def shell(args, ctx):
+        ran.append(args.get("command", ""))
+        return json.dumps({"ran": args.get("command")})
+
+    fake.script(ToolCalls([ToolCall("shell", '{"command": "echo whole"}', id="c1"),
+                           ToolCall("shell", '{"command": "rm -rf /tmp/keep', id="c2"),
+                           ToolCall("shell", '{"command": "echo braces missing"', id="c3")]),
+                Reply("retrying"))
+    res = await run_turn(fake, reg, tmp_path)
+    assert ran == ["echo whole", "echo braces missing"]
+    results = {m["tool_call_id"]: json.loads(m["content"]) for m in res.messages if m["role"] == "tool"}
+    assert "cut off" in results["c2"]["error"] and "not run" in results["c2"]["error"]
+    # What goes back to the model is valid JSON, never the cut text completed into a command.
+    sent = fake.requests[1]["messages"][2]["tool_calls"]
+    assert [json.loads(c["function"]["arguments"]) for c in sent] == [
+        {"command": "echo whole"}, {}, {"command": "echo braces missing"}]
+
+
 async def test_unknown_and_disallowed_tools_get_error_results(fake, registry, tmp_path):
     fake.script(
         ToolCalls([ToolCall("nope", {}, id="c1"), ToolCall("stop_me", {}, id="c2")]),

@@ -54,6 +54,9 @@ SILENT = "[SILENT]"
 # slow tick (NTP slews by milliseconds), a step (a manual change, a VM restored, NTP's first sync, a suspend).
 CLOCK_JUMP_SECONDS = 30.0
 SCRIPT_OUTPUT_LIMIT = 20_000
+STALE_AFTER = 120.0  # past its time limit by this much, a run still 'running' belongs to a process that died
+INTERRUPTED = ("interrupted: Herald stopped during the run, so it has no result. It is not run again by itself: "
+               "what it did before the stop may already have had effects.")
 NO_SANDBOX = "scripts need the sandbox: install bubblewrap or set tools.terminal.sandbox: none"
 
 CRON_PROMPT = (
@@ -99,7 +102,7 @@ class CronScheduler:
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
         jobs = await self.store.jobs()
         longest = max([self.cfg.timeout_seconds, *(j["timeout_seconds"] or 0 for j in jobs)])
-        stale = await self.store.write(op_fail_stale_runs(self.now() - longest - 120))
+        stale = await self.store.write(op_fail_stale_runs(self.now() - longest - STALE_AFTER))
         if stale:
             log.warning("cron_runs_interrupted", runs=stale)
         await self.resume_deliveries()
@@ -245,6 +248,10 @@ class CronScheduler:
         try:
             async with self._sem:
                 log.info("cron_run_started", trigger=claim.trigger, due_at=claim.due_at)
+                # Until the result replaces it, the run's delivery claim carries the notice that it was cut off:
+                # if this process dies mid-run, whoever takes the claim over tells the chat (never silence).
+                await self.store.update_run(run_id, **self._delivery_claim(
+                    job, INTERRUPTED, "failed", lease=limit + STALE_AFTER))
                 try:
                     output = await asyncio.wait_for(self._produce(job, run_id, limit), limit)
                     status = "ok"
@@ -253,11 +260,12 @@ class CronScheduler:
                 except RunFailed as exc:
                     status, error, output = "failed", str(exc), exc.output
                 except asyncio.CancelledError:
-                    status, error = "failed", "interrupted: Herald stopped during the run"
+                    status, error = "failed", INTERRUPTED
                     self.host.metrics.cron_run(status)
+                    # The notice is delivered by the next process (or another instance): this one is stopping.
                     await asyncio.shield(self.store.update_run(
                         run_id, job["id"], status, status=status, error=error, finished_at=self.now(),
-                        delivery_status="none"))
+                        delivery_lease_until=self.now()))
                     raise
                 except Exception as exc:
                     log.exception("cron_run_crashed")
@@ -345,9 +353,10 @@ class CronScheduler:
                     "the agent set it again (the chat is asked), or re-create the job")
         return None
 
-    def _delivery_claim(self, job: dict[str, Any], text: str, status: str) -> dict[str, Any]:
+    def _delivery_claim(self, job: dict[str, Any], text: str, status: str,
+                        lease: float = LEASE_SECONDS) -> dict[str, Any]:
         return {"delivery_text": f"{header(job, status)}\n\n{text}".rstrip(), "delivery_targets": job["deliver"],
-                "delivery_owner": owner_id(), "delivery_lease_until": self.now() + LEASE_SECONDS}
+                "delivery_status": "pending", "delivery_owner": owner_id(), "delivery_lease_until": self.now() + lease}
 
     async def resume_deliveries(self) -> int:
         """Take over deliveries whose owner died (this machine) or stopped renewing its lease (any machine)."""
@@ -361,6 +370,12 @@ class CronScheduler:
                                                  now + LEASE_SECONDS)
             if won is None:
                 continue  # another instance took it
+            if won["status"] == "running":  # its process died mid-run: the claim carries the notice
+                won["status"] = "failed"
+                await self.store.update_run(won["id"], won["job_id"], "failed", status="failed", error=INTERRUPTED,
+                                            finished_at=now)
+                self.host.metrics.cron_run("failed")
+                log.warning("cron_run_interrupted", job_id=won["job_id"], run_id=won["id"])
             job = await self.store.job(won["job_id"])
             if job is None:
                 await self.store.update_run(won["id"], delivery_status="failed", delivery_lease_until=None,

@@ -162,11 +162,13 @@ def op_runs(job_id: str, limit: int = 20) -> Callable[[Connection], list[dict[st
 
 
 def op_fail_stale_runs(older_than: float) -> Callable[[Connection], int]:
-    """Runs still 'running' past any possible time limit belong to a process that died."""
+    """Runs still 'running' past any possible time limit belong to a process that died. Those with a delivery
+    claim are left to ``resume_deliveries``, which fails them and tells their chat; these died before the claim."""
 
     def op(conn: Connection) -> int:
         return conn.execute(update(cron_runs).where(and_(
             cron_runs.c.status == "running", cron_runs.c.started_at < older_than,
+            cron_runs.c.delivery_lease_until.is_(None),
         )).values(status="failed", error="interrupted: Herald stopped during the run", finished_at=time.time(),
                   delivery_status="none")).rowcount
 

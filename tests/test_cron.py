@@ -265,6 +265,77 @@ async def test_a_delivery_cut_off_by_a_restart_is_finished_once_by_the_next_proc
     assert len(texts) == 1 and "the report" in texts[0] and "Cron job" in texts[0]
 
 
+async def test_a_run_cut_off_by_a_stop_is_reported_to_its_chat_by_the_next_process(make_runner):
+    """Stopped mid-run (SIGTERM, a deploy): no result, so the chat is told it was interrupted — once, by whoever
+    starts next — rather than hearing nothing."""
+    clock = Clock()
+    runner, qa, sched = await start_cron(make_runner, clock)
+    job = await create(sched, schedule="10m", prompt="[sleep=5] long work", name="long")
+    clock.t += 600
+    await sched.tick()
+    await wait_for(lambda: sched.store.runs(job["id"]), lambda rs: rs and rs[0]["delivery_text"])
+    await sched.stop()
+    [run] = await runs(sched, job["id"])
+    assert run["status"] == "failed" and run["error"].startswith("interrupted")
+    assert qa.texts("c1") == []  # the stopping process sends nothing more
+
+    restarted, other = (CronScheduler(runner.cron_host(), now=clock) for _ in range(2))
+    await asyncio.gather(restarted.start(timer=False), other.start(timer=False))
+    await settle(restarted, other)
+    [run] = await runs(restarted, job["id"])
+    assert (run["status"], run["delivery_status"]) == ("failed", "delivered")
+    [text] = qa.texts("c1")
+    assert "«long»" in text and "failed" in text and "interrupted" in text and "not run again" in text
+    assert (await sched.store.job(job["id"]))["last_status"] == "failed"
+
+
+async def test_a_run_whose_process_died_is_failed_and_reported_once(make_runner):
+    """Killed mid-run: the row stays 'running' with the claim the run wrote when it began. The next process
+    fails the run and delivers the notice the claim carries; a second process starting beside it does not."""
+    import socket
+
+    from cron.store import op_claim
+    from gateway.tables import cron_runs
+
+    clock = Clock()
+    runner, qa, sched = await start_cron(make_runner, clock)
+    job = await create(sched, schedule="10m", prompt="work", name="killed")
+    row = await sched.store.job(job["id"])
+    run_id = await sched.store.write(op_claim(job["id"], row["next_run_at"], row["next_run_at"], None, "scheduled",
+                                              "running", clock.t, True))
+    await sched.store.update_run(run_id, **sched._delivery_claim(row, "interrupted: x", "failed", lease=3600))
+    gone = await asyncio.create_subprocess_exec("true")
+    await gone.wait()
+    await runner.store.run_write(lambda c: c.execute(
+        cron_runs.update().values(delivery_owner=f"{socket.gethostname()}:{gone.pid}")))
+
+    restarted, other = (CronScheduler(runner.cron_host(), now=clock) for _ in range(2))
+    await asyncio.gather(restarted.start(timer=False), other.start(timer=False))
+    await settle(restarted, other)
+    [run] = await runs(restarted, job["id"])
+    assert (run["status"], run["delivery_status"]) == ("failed", "delivered")
+    assert run["error"].startswith("interrupted") and run["finished_at"] is not None
+    [text] = qa.texts("c1")
+    assert "«killed»" in text and "interrupted" in text
+
+
+async def test_a_run_claims_its_interrupted_notice_only_for_as_long_as_it_may_run(make_runner):
+    """While a run goes on, its claim is its own: another process starting meanwhile takes nothing over."""
+    clock = Clock()
+    runner, qa, sched = await start_cron(make_runner, clock)
+    job = await create(sched, schedule="10m", script="sleep 0.5; echo done", no_agent=True, name="busy")
+    clock.t += 600
+    await sched.tick()
+    await wait_for(lambda: sched.store.runs(job["id"]), lambda rs: rs and rs[0]["delivery_text"])
+    other = CronScheduler(runner.cron_host(), now=clock)
+    await other.start(timer=False)
+    await settle(sched, other)
+    [run] = await runs(sched, job["id"])
+    assert (run["status"], run["delivery_status"]) == ("ok", "delivered")
+    [text] = qa.texts("c1")
+    assert "done" in text and "interrupted" not in text
+
+
 async def test_a_delivery_taken_over_sends_only_the_chunks_that_were_not_out(make_runner):
     """A long result goes out in chunks through the outbox (one delivery per run and target): a process that
     dies between chunks leaves the sent ones recorded, and the next one sends the rest, not all again."""

@@ -396,8 +396,16 @@ def cron_problems(runs: list[dict[str, Any]], deliveries: list[str], every: floa
         if r["status"] == "ok" and delivered[tok] == 0:
             problems.append(f"run {r.get('id')} ({tok}) finished ok, delivery {r.get('delivery_status')}, "
                             "never reached the chat")
+    # A run killed mid-run has no result: its chat is told so, once (the notice its claim carried).
+    cut = [r for r in runs if r["status"] == "failed" and (r.get("error") or "").startswith("interrupted")]
+    told = [r for r in cut if r.get("delivery_status") == "delivered"]
+    notices = sum("interrupted: Herald stopped" in text for text in deliveries)
+    if notices != len(told):
+        problems.append(f"{notices} interrupted-run notices in the chat for {len(told)} delivered "
+                        f"({len(cut)} runs interrupted)")
     ordered = sorted(dues)
     gaps = sum(1 for a, b in itertools.pairwise(ordered) if b - a > every * 1.5)
     stats = {"runs": len(runs), "scheduled": len(scheduled), "delivered": sum(delivered.values()),
-             "gaps": gaps, "ok": sum(r["status"] == "ok" for r in runs)}
+             "gaps": gaps, "ok": sum(r["status"] == "ok" for r in runs), "interrupted": len(cut),
+             "interrupted_told": notices}
     return problems, stats

@@ -22,7 +22,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import StaticPool
 
-from gateway.faults import Faults, Unavailable
+from gateway.faults import WAIT_WHILE_UNAVAILABLE, Faults, Unavailable
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -191,7 +191,7 @@ class Database:
                 if condition not in self._down:
                     self._down.add(condition)
                     self.faults.begin(condition, fault, reason, store="sqlite" if self._batched else "postgresql")
-                if not wait or not self.waiting:
+                if not wait or not self.waiting or not WAIT_WHILE_UNAVAILABLE.get():
                     raise Unavailable(condition, fault, reason) from None
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX)

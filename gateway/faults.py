@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 import structlog
@@ -129,6 +130,11 @@ class Faults:
 
 
 NULL_FAULTS = Faults()
+
+
+# Whether an operation on the database waits (retrying) while it is unavailable. Work already taken does; a
+# caller who is there to read (an HTTP GET: the dashboard, a chat's history) is better answered 503 at once.
+WAIT_WHILE_UNAVAILABLE: ContextVar[bool] = ContextVar("herald_wait_while_unavailable", default=True)
 
 
 class Unavailable(Exception):

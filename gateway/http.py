@@ -11,7 +11,7 @@ import structlog
 from aiohttp import web
 
 from gateway.config import Config
-from gateway.faults import Unavailable
+from gateway.faults import WAIT_WHILE_UNAVAILABLE, Unavailable
 from gateway.platforms.base import PlatformAdapter
 
 log = structlog.get_logger("herald.http")
@@ -39,6 +39,7 @@ def errors_middleware(faults: Any) -> Any:
     @web.middleware
     async def middleware(request: web.Request, handler: Any) -> web.StreamResponse:
         """Bad input gets a clear 4xx, a bug gets a short 500 — never a stack trace over the wire."""
+        reading = WAIT_WHILE_UNAVAILABLE.set(False) if request.method in ("GET", "HEAD") else None
         try:
             response = await handler(request)
         except web.HTTPException as exc:
@@ -50,12 +51,15 @@ def errors_middleware(faults: Any) -> Any:
         except Unavailable as exc:
             # Nothing was taken: say so plainly, and when to try again (the reason is fixed text, never an
             # error's).
-            return web.json_response({"error": f"Herald cannot take this right now ({exc.reason}); nothing was "
-                                               "stored: send it again in a moment"}, status=503,
-                                     headers={"Retry-After": "5"})
+            text = (f"Herald cannot answer this right now ({exc.reason}); try again in a moment" if reading else
+                    f"Herald cannot take this right now ({exc.reason}); nothing was stored: send it again in a moment")
+            return web.json_response({"error": text}, status=503, headers={"Retry-After": "5"})
         except Exception:
             log.exception("http_handler_failed", path=request.path)
             return _json_error(500, "internal error")
+        finally:
+            if reading is not None:
+                WAIT_WHILE_UNAVAILABLE.reset(reading)
         if response.status in BAD_REQUEST_STATUSES:  # a handler that answered its 4xx rather than raising it
             faults.record("bad_request", door=door_of(request), status=response.status)
         return response

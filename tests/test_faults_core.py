@@ -79,3 +79,37 @@ async def test_readyz_degrades_with_the_reason_and_recovers(make_runner: object)
         runner.faults.end("database")
         async with http.get(url) as resp:
             assert resp.status == 200
+
+
+async def test_reads_over_http_answer_503_at_once_while_taken_work_waits_for_the_database(make_runner: object) -> None:
+    """While the database is down, a GET (a chat's history, the dashboard) is answered 503 with a reason at once
+    instead of hanging; work the daemon already took keeps waiting and finishes once the database is back."""
+    import asyncio
+
+    import aiohttp
+
+    runner, _qa = await make_runner({"platforms": {"web": {"enabled": True}}})  # type: ignore[operator]
+    db = runner.store
+    real = db._read_once
+    down = True
+
+    async def read_once(op):  # the server refuses connections while ``down``
+        if down:
+            raise OSError(111, "Connection refused")
+        return await real(op)
+
+    db._read_once = read_once
+    waiting = asyncio.create_task(runner.store.session_active("web:dm:c"))  # taken work: it waits
+    headers = {"Authorization": f"Bearer {runner.adapters['web'].token}"}
+    base = f"http://127.0.0.1:{runner.http_port}"
+    async with aiohttp.ClientSession(headers=headers) as http:
+        for path in ("/api/v1/chats/c/messages", "/api/v1/dashboard/view"):
+            async with asyncio.timeout(5), http.get(base + path) as resp:
+                body = await resp.json()
+                assert resp.status == 503 and resp.headers["Retry-After"] == "5", (path, body)
+                assert "database unavailable" in body["error"] and "try again" in body["error"]
+        assert not waiting.done()
+        down = False
+        async with http.get(base + "/api/v1/chats/c/messages") as resp:
+            assert resp.status == 200
+    assert await asyncio.wait_for(waiting, 10) is None  # no session yet: the read came back with its answer

@@ -71,3 +71,31 @@ def test_cli_add_against_the_running_daemon(herald: Herald) -> None:
         time.sleep(0.1)
     assert sorted(r["trigger"] for r in runs) == ["manual", "scheduled"]
     assert not json.loads(cli(herald, "list", "--json").stdout)[0]["enabled"]  # the one-shot is done
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+def test_a_run_cut_off_mid_run_is_told_to_its_chat_after_the_restart(herald: Herald, how: str) -> None:
+    """The daemon dies (or is stopped) while a run's agent is still thinking: the run is not re-run (what it did
+    may have had effects), and its chat hears it was interrupted — once — instead of nothing."""
+    import signal
+
+    res = cli(herald, "add", "--schedule", soon(2), "--prompt", "[sleep=60] long report", "--deliver",
+              "web:cutchat", "--name", "cut")
+    assert res.returncode == 0, res.stderr
+    job_id = res.stdout.split()[0]
+    deadline = time.monotonic() + 20
+    while not ((runs := history(herald, job_id)) and runs[0]["status"] == "running"):
+        assert time.monotonic() < deadline, runs
+        time.sleep(0.1)
+    time.sleep(0.5)  # well into the turn
+    herald.stop(getattr(signal, how))
+    herald.start()
+    [text] = herald.wait_for_replies("cutchat", 1, timeout=20)
+    assert text.startswith(f"⚠️ Cron job «cut» ({job_id}) failed") and "interrupted" in text
+    deadline = time.monotonic() + 10
+    while (runs := history(herald, job_id))[0]["delivery_status"] != "delivered":
+        assert time.monotonic() < deadline, runs
+        time.sleep(0.1)
+    assert [(r["status"], r["error"].split(":")[0]) for r in runs] == [("failed", "interrupted")]
+    time.sleep(1)
+    assert len(herald.replies("cutchat")) == 1  # told once, not re-run

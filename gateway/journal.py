@@ -18,6 +18,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from sqlalchemy import Connection
+
 from agent_core.agent import StepRefused, unanswered_calls
 from gateway.store import NotExpected, Store
 
@@ -40,8 +42,12 @@ def closing_result(reason: str, last_step: str) -> str:
 
 class TurnJournal:
     def __init__(self, store: Store, loop: asyncio.AbstractEventLoop, session_id: str, inbox_id: int | None,
-                 user_msg: dict[str, Any] | None) -> None:
+                 user_msg: dict[str, Any] | None, guard: Callable[[Connection], bool] | None = None) -> None:
         self.store = store
+        # Checked in each write's transaction (the inbox row is still this instance's): once another instance
+        # took the message over (this one stalled past its lease), this turn stores nothing more and its next
+        # tool does not run — the new owner runs the turn from what is stored.
+        self.guard = guard
         self.loop = loop
         self.session_id = session_id
         self.inbox_id = inbox_id
@@ -75,7 +81,7 @@ class TurnJournal:
     async def _append(self, messages: list[dict[str, Any]], status: str | None = None, reply: str | None = None,
                       ) -> None:
         rows = ([self._user] if self._user is not None else []) + messages
-        await self.store.append_messages(self.session_id, rows, self.inbox_id, status, reply)
+        await self.store.append_messages(self.session_id, rows, self.inbox_id, status, reply, guard=self.guard)
         self._user = None
         self._stored.extend(messages)
 

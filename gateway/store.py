@@ -300,10 +300,12 @@ class Store(Database):
 
     async def append_messages(self, session_id: str, msgs: Iterable[dict[str, Any]],
                               inbox_id: int | None = None, inbox_status: str | None = None,
-                              reply: str | None = None, expected: str | tuple[str, ...] = "pending") -> None:
+                              reply: str | None = None, expected: str | tuple[str, ...] = "pending",
+                              guard: Callable[[Connection], bool] | None = None) -> None:
         """Persist messages of a turn (tagged with the inbox row they answer) and, with ``inbox_status``, move
         that row on from ``expected``, in one transaction. Raises ``NotExpected`` (and stores nothing) when
-        the row is no longer in ``expected``: the message was finished or taken over elsewhere."""
+        the row is no longer in ``expected``, or ``guard`` says no: the message was finished or taken over
+        elsewhere."""
         now = time.time()
         msgs = list(msgs)
         rows = [
@@ -323,6 +325,8 @@ class Store(Database):
         touch = {"b_id": session_id, "updated_at": now}
 
         def op(conn: Connection) -> None:
+            if guard is not None and not guard(conn):
+                raise NotExpected(f"inbox row {inbox_id} was taken over by another instance")
             if inbox_stmt is not None and not conn.execute(*inbox_stmt).rowcount:
                 raise NotExpected(f"inbox row {inbox_id} is no longer {expected}")
             if rows:

@@ -198,7 +198,9 @@ class TurnExecutor:
             if self.compression is not None:
                 history = self.compression.with_summary(session, history)
             user_msg = None if item.resume_turn else {"role": "user", "content": user_content(item.msg)}
-            journal = TurnJournal(self.store, loop, session["id"], item.inbox_id, user_msg)
+            guard = (self.store.owns_inbox_row(item.inbox_id, self.delivery.owner)
+                     if item.inbox_id is not None and self.delivery.owner else None)
+            journal = TurnJournal(self.store, loop, session["id"], item.inbox_id, user_msg, guard)
             acquiring = asyncio.ensure_future(slot.acquire())
             await asyncio.wait({acquiring, turn.abandoned}, return_when=asyncio.FIRST_COMPLETED)
             if not acquiring.done():

@@ -274,3 +274,27 @@ async def test_new_sent_to_another_instance_starts_a_fresh_session_in_the_owner(
     assert old is not None and new is not None and new["id"] != old["id"]
     history = await a.store.session_history(new["id"], limit=50)
     assert [m["content"] for m in history if m["role"] == "user"] == ["second"]  # nothing of before /new
+
+
+async def test_a_turn_whose_message_was_taken_over_stores_nothing_more_and_runs_no_tool(db_url, make_runner,
+                                                                                       fake_llm):
+    """An instance that stalled past its lease while the model thought: another instance took the message over
+    (and runs the turn from what is stored). When the stalled turn comes back with a tool call, that call is not
+    stored and not run, the row is not marked answered, and nothing is sent."""
+    from gateway.tables import inbox, messages
+    from tests.fakes.llm import ToolCall
+
+    runner, qa = await make_runner(db_url=db_url)
+    fake_llm.script(ToolCall("memory", {"action": "add", "content": "taken over"}, delay=1.0), Reply("done"))
+    assert await qa.say("remember this", chat_id="s", message_id="1")
+    [row] = await runner.store.run_read(lambda c: c.execute(inbox.select()).mappings().all())  # stored on accept
+    await asyncio.sleep(0.3)  # the model is thinking
+    await runner.store.run_write(lambda c: c.execute(inbox.update().values(owner="elsewhere:1:1:x")))
+    await asyncio.sleep(1.5)  # the model answered with its tool call meanwhile
+    assert len(fake_llm.requests) == 1  # the call was not run: no tool result went back to the model
+    stored = await runner.store.run_read(lambda c: c.execute(
+        messages.select().where(messages.c.inbox_id == row["id"])).mappings().all())
+    assert stored == []
+    [after] = await runner.store.run_read(lambda c: c.execute(inbox.select()).mappings().all())
+    assert (after["status"], after["owner"]) == ("pending", "elsewhere:1:1:x")
+    assert qa.texts("s") == []

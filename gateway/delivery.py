@@ -218,8 +218,11 @@ class Delivery:
         """A streamed reply's message ``index``: recorded ``sending`` before it goes out and ``streamed`` with its
         id after. Returns (outbox row, message id, the chat's post count after it). Raises ``DeliveryError``."""
         key = chunk_key(None, inbox_id, index)
+        guard = self.store.owns_inbox_row(inbox_id, self.owner) if self.owner is not None else None
         async with self._lock(adapter.name, chat_id):
-            row_id = await self.store.outbox_begin(inbox_id, adapter.name, chat_id, index, key=key)
+            row_id = await self.store.outbox_begin(inbox_id, adapter.name, chat_id, index, key=key, guard=guard)
+            if row_id is None:  # another instance took the message over: the reply is its to show
+                raise PermanentError("the message was taken over by another instance")
             try:
                 ids = await self._send_one(adapter, chat_id, text, piece, key, retry=False, count=False)
             except BaseException:

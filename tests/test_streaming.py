@@ -339,3 +339,19 @@ async def test_stop_mid_stream_says_so_on_the_message_and_sends_no_answer(make_r
     streamed = qa.sent[0]
     assert shown(qa)[streamed.message_id].endswith("⏹ _(stopped)_")
     assert [s.text for s in qa.sent[1:]] == ["⏹ Stopped."]  # no answer sent after it
+
+
+async def test_a_reply_whose_message_was_taken_over_opens_no_stream_and_sends_nothing(make_runner, fake_llm):
+    """Another instance took the message over while this one's model was still writing (this one stalled past
+    its lease): no stream message is opened here, and neither the answer nor the row's status is this one's."""
+    from gateway.tables import inbox
+
+    runner, qa = await make_runner(STREAMING)
+    fake_llm.script(Reply.streamed(pieces(ANSWER, 8), 0.4))  # ~3.2 s of writing
+    assert await qa.say("make a plan")
+    await runner.store.run_write(lambda c: c.execute(inbox.update().values(owner="elsewhere:1:1:x")))
+    await asyncio.sleep(live_module.OPEN_AFTER + 3.5)  # past the point a stream would open, and the answer's end
+    assert qa.sent == []
+    rows = await runner.store.run_read(lambda conn: conn.execute(outbox.select()).mappings().all())
+    assert rows == []
+    assert await inbox_status(runner) == ["pending"]

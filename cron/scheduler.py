@@ -57,6 +57,9 @@ SCRIPT_OUTPUT_LIMIT = 20_000
 STALE_AFTER = 120.0  # past its time limit by this much, a run still 'running' belongs to a process that died
 INTERRUPTED = ("interrupted: Herald stopped during the run, so it has no result. It is not run again by itself: "
                "what it did before the stop may already have had effects.")
+# A silent result ends the claim the run began with (its "interrupted" notice): nothing is owed to any chat.
+SILENT_CLAIM = {"delivery_status": "silent", "delivery_text": None, "delivery_targets": None,
+                "delivery_owner": None, "delivery_lease_until": None}
 NO_SANDBOX = "scripts need the sandbox: install bubblewrap or set tools.terminal.sandbox: none"
 
 CRON_PROMPT = (
@@ -281,7 +284,7 @@ class CronScheduler:
             # The result and the claim on its delivery land together: if this process dies before the
             # message is out, another one (or this one after a restart) delivers it.
             await self.store.update_run(run_id, job["id"], status, status=status, output=output, error=error,
-                                        finished_at=self.now(), **({"delivery_status": "silent"} if silent
+                                        finished_at=self.now(), **(SILENT_CLAIM if silent
                                                                    else self._delivery_claim(job, text, status)))
             log.info("cron_run_finished", status=status, silent=silent, error=error)
             self.host.metrics.cron_run(status)

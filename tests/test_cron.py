@@ -96,6 +96,10 @@ async def test_silent_answer_is_stored_not_delivered(make_runner, fake_llm):
     assert (run["status"], run["output"], run["delivery_status"]) == ("ok", "[SILENT]", "silent")
     assert qa.texts() == []
     assert not (await sched.store.job(job["id"]))["enabled"]  # a one-shot is finished
+    clock.t += 86_400  # long past the claim the run began with: nothing is owed, nothing is taken over
+    assert await sched.resume_deliveries() == 0
+    await settle(sched)
+    assert qa.texts() == []
 
 
 async def test_exactly_once_with_two_schedulers_on_one_database(make_runner, db_url):

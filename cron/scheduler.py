@@ -367,6 +367,8 @@ class CronScheduler:
         for row in await self.store.unfinished_deliveries():
             if row["delivery_lease_until"] > now and not owner_is_dead(row["delivery_owner"]):
                 continue
+            if row["delivery_owner"] == owner_id() and row["job_id"] in self.running:
+                continue  # a run of ours still going (its lease looks out only after a clock jump)
             if row["job_id"] in self._delivering or not await deliverable_here(self.host, self.store, row):
                 continue
             won = await self.store.take_delivery(row["id"], row["delivery_lease_until"], owner_id(),

@@ -208,10 +208,12 @@ class TurnHook:
     def _finish(self, req: Request, coro: Coroutine[Any, Any, None], fallback: Decision) -> Decision:
         """Have the loop settle ``req`` (unless a decision got there first) and return the outcome."""
         loop = self.broker.loop
+        if loop is None or not loop.is_running():  # stopped (shutting down): it would never run the coroutine
+            coro.close()
+            return fallback
         try:
-            assert loop is not None
             asyncio.run_coroutine_threadsafe(coro, loop)
-        except Exception:
+        except RuntimeError:  # closed just now
             coro.close()
             return fallback
         try:

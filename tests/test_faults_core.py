@@ -83,7 +83,8 @@ async def test_readyz_degrades_with_the_reason_and_recovers(make_runner: object)
 
 async def test_reads_over_http_answer_503_at_once_while_taken_work_waits_for_the_database(make_runner: object) -> None:
     """While the database is down, a GET (a chat's history, the dashboard) is answered 503 with a reason at once
-    instead of hanging; work the daemon already took keeps waiting and finishes once the database is back."""
+    instead of hanging; an open dashboard stream outlives the outage; work the daemon already took keeps waiting
+    and finishes once the database is back."""
     import asyncio
 
     import aiohttp
@@ -98,18 +99,34 @@ async def test_reads_over_http_answer_503_at_once_while_taken_work_waits_for_the
             raise OSError(111, "Connection refused")
         return await real(op)
 
-    db._read_once = read_once
-    waiting = asyncio.create_task(runner.store.session_active("web:dm:c"))  # taken work: it waits
     headers = {"Authorization": f"Bearer {runner.adapters['web'].token}"}
     base = f"http://127.0.0.1:{runner.http_port}"
     async with aiohttp.ClientSession(headers=headers) as http:
+        stream = await http.get(base + "/api/v1/dashboard/events")  # a dashboard left open through the outage
+        assert (await asyncio.wait_for(stream.content.readline(), 10)).startswith(b"event: view")
+        while (await asyncio.wait_for(stream.content.readline(), 10)).strip():
+            pass  # the rest of the first frame, to its blank line
+        db._read_once = read_once
+        waiting = asyncio.create_task(runner.store.session_active("web:dm:other"))  # taken work: waits
+        # The open dashboard renders again every second meanwhile: it keeps what it shows and stays open (no
+        # frame, no end of the stream).
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(stream.content.readline(), 2.5)
         for path in ("/api/v1/chats/c/messages", "/api/v1/dashboard/view"):
             async with asyncio.timeout(5), http.get(base + path) as resp:
                 body = await resp.json()
                 assert resp.status == 503 and resp.headers["Retry-After"] == "5", (path, body)
                 assert "database unavailable" in body["error"] and "try again" in body["error"]
         assert not waiting.done()
+        # Something for the dashboard to show once it can read again (the message is stored: writes still work).
+        async with http.post(base + "/api/v1/messages", json={"chat_id": "c", "user_id": "owner",
+                                                                "text": "hello"}) as resp:
+            assert resp.status == 202
         down = False
         async with http.get(base + "/api/v1/chats/c/messages") as resp:
             assert resp.status == 200
-    assert await asyncio.wait_for(waiting, 10) is None  # no session yet: the read came back with its answer
+        async with asyncio.timeout(10):  # the open dashboard shows it: its stream outlived the outage
+            while not (await stream.content.readline()).startswith(b"event: view"):
+                pass
+        stream.close()
+    assert await asyncio.wait_for(waiting, 10) is None  # no such session: the read came back with its answer

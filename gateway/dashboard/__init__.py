@@ -28,6 +28,7 @@ from aiohttp import web
 
 from gateway.dashboard import views
 from gateway.dashboard.data import Overview, SessionRow, is_session_key, job_and_runs, overview_rows, parse_key
+from gateway.faults import Unavailable
 from gateway.jsonbody import read_object
 from gateway.platforms.base import PlatformAdapter, Source
 
@@ -165,8 +166,11 @@ class Dashboard:
         last, quiet_since = "", time.monotonic()
         try:
             while not self.stopping():
-                html = await self.render(view)
-                digest = hashlib.sha256(html.encode()).hexdigest()
+                try:
+                    html = await self.render(view)
+                except Unavailable:  # the database is down: the page keeps what it shows until it is back
+                    html = None
+                digest = last if html is None else hashlib.sha256(html.encode()).hexdigest()
                 if digest != last:
                     await resp.write(f"event: view\ndata: {json.dumps({'html': html})}\n\n".encode())
                     last, quiet_since = digest, time.monotonic()

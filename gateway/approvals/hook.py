@@ -19,7 +19,7 @@ import asyncio
 import concurrent.futures
 import secrets
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -88,6 +88,9 @@ class LoopSide(Protocol):
     def interrupted(self, req: Request) -> Coroutine[Any, Any, None]: ...
 
     def expire(self, req: Request) -> Coroutine[Any, Any, None]: ...
+
+
+_SETTLING: set[asyncio.Task[None]] = set()  # the loop holds tasks weakly: settling ones are kept here
 
 
 def _shutting_down() -> Decision:
@@ -194,27 +197,34 @@ class TurnHook:
             except TimeoutError:
                 pass
             if interrupt is not None and interrupt.is_set():
-                return self._finish(req, self.broker.interrupted(req), Decision(
+                return self._finish(req, self.broker.interrupted, Decision(
                     "denied", "Not run: the turn was stopped before anyone approved it."))
-        return self._finish(req, self.broker.expire(req),
+        return self._finish(req, self.broker.expire,
                             Decision("expired", expired_message(self.broker.timeout_seconds)))
 
     def cancel(self, req: Request) -> None:
         """Withdraw a prompt whose command will not run (its turn ended first)."""
         if not req.future.done():
-            self._finish(req, self.broker.interrupted(req), Decision(
+            self._finish(req, self.broker.interrupted, Decision(
                 "denied", "Not run: the turn was stopped before anyone approved it."))
 
-    def _finish(self, req: Request, coro: Coroutine[Any, Any, None], fallback: Decision) -> Decision:
+    def _finish(self, req: Request, settle: Callable[[Request], Coroutine[Any, Any, None]],
+                fallback: Decision) -> Decision:
         """Have the loop settle ``req`` (unless a decision got there first) and return the outcome."""
         loop = self.broker.loop
-        if loop is None or not loop.is_running():  # stopped (shutting down): it would never run the coroutine
-            coro.close()
+        if loop is None:
             return fallback
+
+        def start() -> None:
+            # The coroutine is made on the loop, where it runs: a loop that stops before this callback (the daemon
+            # shutting down) leaves no coroutine behind that nobody awaits.
+            task = loop.create_task(settle(req))
+            _SETTLING.add(task)
+            task.add_done_callback(_SETTLING.discard)
+
         try:
-            asyncio.run_coroutine_threadsafe(coro, loop)
-        except RuntimeError:  # closed just now
-            coro.close()
+            loop.call_soon_threadsafe(start)
+        except RuntimeError:  # closed
             return fallback
         try:
             return req.future.result(timeout=5)

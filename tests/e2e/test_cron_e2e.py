@@ -83,11 +83,21 @@ def test_a_run_cut_off_mid_run_is_told_to_its_chat_after_the_restart(herald: Her
               "web:cutchat", "--name", "cut")
     assert res.returncode == 0, res.stderr
     job_id = res.stdout.split()[0]
+    import sqlite3
+
+    def started() -> bool:  # running, and its claim (with the notice) written: the run is under way
+        db = sqlite3.connect(f"file:{herald.home / 'state.db'}?mode=ro", uri=True, timeout=30)
+        try:
+            return db.execute("select 1 from cron_runs where job_id = ? and status = 'running' and delivery_text "
+                              "is not null", (job_id,)).fetchone() is not None
+        finally:
+            db.close()
+
     deadline = time.monotonic() + 20
-    while not ((runs := history(herald, job_id)) and runs[0]["status"] == "running"):
-        assert time.monotonic() < deadline, runs
+    while not started():
+        assert time.monotonic() < deadline, history(herald, job_id)
         time.sleep(0.1)
-    time.sleep(0.5)  # well into the turn
+    time.sleep(0.3)  # into the agent's turn
     herald.stop(getattr(signal, how))
     herald.start()
     [text] = herald.wait_for_replies("cutchat", 1, timeout=20)

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from gateway.platforms.base import Source
 from gateway.tables import approval_allowlist, approvals
 from tests.fakes.llm import Reply, ToolCall, ToolCalls
+from tests.polling import wait_until
 from tests.qa_channel import UntrustedQAAdapter
 from tools.dangerous import classify
 
@@ -47,19 +48,6 @@ def tool_results(texts: list[str]) -> list[dict[str, Any]]:
 async def wait_tool_result(qa: Any, n: int = 1, chat_id: str | None = None, timeout: float = 10.0) -> dict[str, Any]:
     texts = await qa.wait_for(lambda t: len(tool_results(t)) >= n, chat_id=chat_id, timeout=timeout)
     return tool_results(texts)[n - 1]
-
-
-async def wait_until(predicate: Any, timeout: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout}s")
-        await asyncio.sleep(0.02)
 
 
 async def rows(runner: Any, table: Any = approvals) -> list[dict[str, Any]]:

@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from sqlalchemy import text
 from gateway.locks import CredentialLock, CredentialLocked, PgCredentialLock, advisory_key
 from gateway.runner import GatewayRunner  # noqa: F401 - every table defined before Store.init
 from gateway.store import Store
+from tests.polling import wait_until
 from tests.qa_channel import QAAdapter
 
 
@@ -143,13 +143,6 @@ def locked_adapter(token: str, lock_dir: Path | None = None) -> type[QAAdapter]:
             return [("qa", token)]
 
     return Locked
-
-
-async def wait_until(predicate: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.02)
 
 
 async def test_second_runner_is_refused_only_for_that_adapter_then_takes_over(make_runner, db_url, tmp_path,

@@ -22,6 +22,7 @@ from gateway.runner import GatewayRunner
 from gateway.tables import inbox
 from tests.fakes.llm import FakeLLM, Reply
 from tests.fakes.telegram_api import BOT_USERNAME, FakeTelegram
+from tests.polling import wait_until
 from tools.registry import registry
 
 ALICE, BOB, CAROL, STRANGER = 111, 222, 333, 999
@@ -55,14 +56,6 @@ async def start_tg(home: Path, tmp_path: Path, fake_llm: FakeLLM, fake_tg: FakeT
     yield factory
     for runner in runners:
         await runner.shutdown()
-
-
-async def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        await asyncio.sleep(0.02)
 
 
 def adapter(runner: GatewayRunner) -> TelegramAdapter:

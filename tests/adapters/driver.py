@@ -26,6 +26,7 @@ from gateway.config import parse_config, resolve_paths
 from gateway.platforms.base import PlatformAdapter
 from gateway.runner import GatewayRunner
 from tests.fakes.llm import FakeLLM
+from tests.polling import wait_until
 
 
 @dataclass
@@ -215,15 +216,6 @@ def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     for key, value in extra.items():
         out[key] = merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
     return out
-
-
-async def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not met within {timeout}s")
-        await asyncio.sleep(0.02)
-    return value
 
 
 def holder() -> str:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ from gateway.platforms.discord.adapter import DiscordAdapter
 from gateway.runner import GatewayRunner
 from tests.fakes.discord_api import FakeDiscord, Sent
 from tests.fakes.llm import FakeLLM, last_user_message, message_text
+from tests.polling import wait_until
 
 ALICE, BOB, HELPER, STRANGER, OTHER_BOT = (111_000_000_000_000_001, 222_000_000_000_000_002,
                                            333_000_000_000_000_003, 999_000_000_000_000_009,
@@ -59,14 +58,6 @@ async def start_dc(home: Path, tmp_path: Path, fake_llm: FakeLLM, fake_dc: FakeD
     yield factory
     for runner in runners:
         await runner.shutdown()
-
-
-async def wait_until(predicate: Callable[[], Any], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        await asyncio.sleep(0.02)
 
 
 def adapter(runner: GatewayRunner) -> DiscordAdapter:

@@ -7,7 +7,6 @@ Both need what a developer machine or CI container may lack (PostgreSQL's server
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import glob
 import os
@@ -30,6 +29,7 @@ from gateway.runner import GatewayRunner
 from tests.fakes.llm import FakeLLM
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegram
+from tests.polling import wait_until
 
 PG_USER = "postgres"
 
@@ -329,20 +329,9 @@ async def start(home: Any, tmp_path: Any, fake_llm: FakeLLM, fake_tg: FakeTelegr
         runner = GatewayRunner(cfg, resolve_paths())
         await runner.start()
         runners.append(runner)
-        await wait_until(lambda: all(a.state == "connected" for a in runner.adapters.values()))
+        await wait_until(lambda: all(a.state == "connected" for a in runner.adapters.values()), 15.0)
         return runner
 
     yield factory
     for runner in runners:
         await runner.shutdown()
-
-
-async def wait_until(predicate: Callable[[], Any], timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        await asyncio.sleep(0.02)
-    return value
-
-

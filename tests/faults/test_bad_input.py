@@ -22,7 +22,7 @@ import pytest
 from gateway.platforms.slack.adapter import EVENTS_PATH
 from gateway.runner import GatewayRunner
 from tests.fakes.llm import Reply
-from tests.faults.storage import ALICE_TG, start, wait_until  # noqa: F401 - fixtures
+from tests.faults.storage import ALICE_TG, start  # noqa: F401 - fixtures
 
 ALICE_SLACK = "U0ALICE"  # replaced by the fake's own id where it matters
 WEBHOOK = "/telegram/webhook"

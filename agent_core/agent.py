@@ -229,10 +229,7 @@ class Agent:
                 new.append(final)
                 return TurnResult("ok", text, new, None, iterations)
 
-            raws = [(call.get("function") or {}).get("arguments") for call in tool_calls]
-            parsed = self._normalise_calls(tool_calls)
-            cut = {call["id"] for (call, _), raw in zip(parsed, raws, strict=True)
-                   if isinstance(raw, str) and cut_off(raw)}
+            parsed, cut = self._normalise_calls(tool_calls)
             assistant = {"role": "assistant", "content": reply.get("content"), "tool_calls": tool_calls}
             messages.append(assistant)
             new.append(assistant)
@@ -282,10 +279,13 @@ class Agent:
         new.append(msg)
 
     @staticmethod
-    def _normalise_calls(tool_calls: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    def _normalise_calls(tool_calls: list[dict[str, Any]]
+                         ) -> tuple[list[tuple[dict[str, Any], dict[str, Any]]], set[str]]:
         """Give every call an id and parseable arguments (rewritten in place, so the persisted history
-        carries the repaired JSON and servers never see the malformed text again)."""
+        carries the repaired JSON and servers never see the malformed text again). Also the ids of the calls
+        whose arguments were cut off inside a value: those are not run."""
         out: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        cut: set[str] = set()
         for n, call in enumerate(tool_calls):
             if not call.get("id"):
                 call["id"] = f"call_{n}"
@@ -299,8 +299,10 @@ class Agent:
                 args, repaired = repair_json(raw)
                 if repaired:
                     log.info("repaired tool-call arguments", extra={"tool": fn["name"]})
+                    if isinstance(raw, str) and cut_off(raw):
+                        cut.add(call["id"])
                     fn["arguments"] = json.dumps(args, ensure_ascii=False)
                 elif not raw:
                     fn["arguments"] = "{}"
             out.append((call, args))
-        return out
+        return out, cut

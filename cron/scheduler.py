@@ -251,11 +251,11 @@ class CronScheduler:
         try:
             async with self._sem:
                 log.info("cron_run_started", trigger=claim.trigger, due_at=claim.due_at)
-                # Until the result replaces it, the run's delivery claim carries the notice that it was cut off:
-                # if this process dies mid-run, whoever takes the claim over tells the chat (never silence).
-                await self.store.update_run(run_id, **self._delivery_claim(
-                    job, INTERRUPTED, "failed", lease=limit + STALE_AFTER))
                 try:
+                    # Until the result replaces it, the run's delivery claim carries the notice that it was cut
+                    # off: if this process dies mid-run, whoever takes the claim over tells the chat.
+                    await self.store.update_run(run_id, **self._delivery_claim(
+                        job, INTERRUPTED, "failed", lease=limit + STALE_AFTER))
                     output = await asyncio.wait_for(self._produce(job, run_id, limit), limit)
                     status = "ok"
                 except TimeoutError:
@@ -266,9 +266,10 @@ class CronScheduler:
                     status, error = "failed", INTERRUPTED
                     self.host.metrics.cron_run(status)
                     # The notice is delivered by the next process (or another instance): this one is stopping.
+                    # The whole claim, with its lease ended: the stop may have come before the claim was written.
                     await asyncio.shield(self.store.update_run(
                         run_id, job["id"], status, status=status, error=error, finished_at=self.now(),
-                        delivery_lease_until=self.now()))
+                        **self._delivery_claim(job, INTERRUPTED, "failed", lease=0)))
                     raise
                 except Exception as exc:
                     log.exception("cron_run_crashed")

@@ -2,7 +2,7 @@
 
 Pure and synchronous, like the rest of agent_core: it chooses where to cut a history, renders the older
 part as a transcript and asks the model for a summary (in pieces when the transcript itself would not fit).
-Where the summary and the full history are kept is the gateway's business (gateway/compression.py).
+Where the summary and the full history are kept is the gateway's business (gateway/turns/compression.py).
 """
 
 from __future__ import annotations

@@ -100,7 +100,7 @@ class LLMClient:
         # Told each request's duration and its error kind (None when it succeeded): the daemon's metrics.
         self._observe = observe
         # Told each fault the endpoint served, by kind (an ``ErrorKind``, or "stream_cut" / "bad_output"),
-        # handled or not: the daemon counts them (gateway/faults.py). Called from the worker thread.
+        # handled or not: the daemon counts them (gateway/kernel/faults.py). Called from the worker thread.
         self._on_fault = on_fault
         # The SDK's own retries are off: retry and fallback policy live here, with an interruptible wait.
         self._clients = [

@@ -3,7 +3,7 @@
 The LLM client puts each response's ``usage`` (and the model it asked for) on the reply; the agent loop
 hands it to the turn's :class:`UsageMeter`, and so does anything else that calls the model for the turn
 (compression's summaries). A response without usage fields is counted from an estimate and marked so.
-The gateway stores what the meter holds when the turn ends (gateway/usage.py).
+The gateway stores what the meter holds when the turn ends (gateway/turns/usage.py).
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ class Daemon:
         self.port = int(config["http"]["port"])
         (self.home / "config.yaml").write_text(yaml.safe_dump(config))
         environ = {k: v for k, v in os.environ.items() if not k.startswith(NOT_INHERITED)}
-        # XDG_STATE_HOME: the daemon's credential locks (gateway/locks.py) stay apart from a real daemon's.
+        # XDG_STATE_HOME: the daemon's credential locks (gateway/cluster/locks.py) stay apart from a real daemon's.
         environ.update(HERALD_HOME=str(self.home), XDG_STATE_HOME=str(self.home / "state"))
         environ.update(env or {})
         if profile:

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from cron.jobs import JobError, job_line
 from cron.store import CronStore
-from gateway.commands import CommandContext, CommandRegistry
-from gateway.store import Store
+from gateway.commands.registry import CommandContext, CommandRegistry
+from gateway.storage.store import Store
 
 if TYPE_CHECKING:
     from cron.scheduler import CronScheduler

@@ -18,10 +18,10 @@ import structlog
 
 from cron.jobs import Target, parse_targets, split_chat
 from cron.store import CronStore, owns_delivery
-from gateway.instance import process_gone, process_start
-from gateway.logs import redact
+from gateway.cluster.instance import process_gone, process_start
+from gateway.kernel.logs import redact
 from gateway.platforms.base import OutboundMessage, Source
-from gateway.store import NotExpected
+from gateway.storage.store import NotExpected
 
 if TYPE_CHECKING:
     from cron.host import CronHost
@@ -76,7 +76,7 @@ LEASE_SECONDS = 600.0
 
 
 def owner_id() -> str:
-    """This process, as gateway.instance names processes (its start time tells a reused pid apart)."""
+    """This process, as gateway.cluster.instance names processes (its start time tells a reused pid apart)."""
     return f"{socket.gethostname()}:{os.getpid()}:{process_start(os.getpid())}"
 
 

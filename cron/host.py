@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.config import Config
-from gateway.delivery import Delivery
-from gateway.faults import NULL_FAULTS, Faults
-from gateway.metrics import NULL_METRICS, Metrics
+from gateway.kernel.faults import NULL_FAULTS, Faults
+from gateway.kernel.metrics import NULL_METRICS, Metrics
+from gateway.outbound.delivery import Delivery
 from gateway.platforms.base import Source
 from gateway.ports import Adapters, DetachedTurns, Lifecycle
-from gateway.store import Store
+from gateway.storage.store import Store
 from tools.sandbox import SandboxPolicy
 
 
@@ -31,6 +31,6 @@ class CronHost:
     # The policy the agent's commands run under (set at start-up): jobs' scripts run under it too.
     sandbox: Callable[[], SandboxPolicy | None]
     metrics: Metrics = NULL_METRICS  # cron_run(status) for each finished run
-    # The other instances of the database (gateway/bus.py): told when a run's delivery is left to them.
+    # The other instances of the database (gateway/cluster/bus.py): told when a run's delivery is left to them.
     peers: Any = None
     faults: Faults = NULL_FAULTS  # record("clock_jump", ...) when the wall clock steps

@@ -39,8 +39,8 @@ from cron.delivery import LEASE_SECONDS, deliver_run, deliverable_here, header, 
 from cron.jobs import schedule_of, script_problem
 from cron.store import Claim, CronStore, op_claim, op_claim_request, op_fail_stale_runs
 from cron.tool_api import CronToolAPI
-from gateway.approvals.text import exact_hash
-from gateway.logs import redact
+from gateway.kernel.logs import redact
+from gateway.kernel.shown import exact_hash
 from tools.dangerous import classify
 from tools.sandbox import SandboxUnavailable, run_sandboxed
 

@@ -1,6 +1,6 @@
 """Cron state in the gateway's database: job definitions, run history, home chats.
 
-The tables are declared in gateway/tables.py with the rest, so ``Store.init`` creates them on SQLite and
+The tables are declared in gateway/storage/tables.py with the rest, so ``Store.init`` creates them on SQLite and
 PostgreSQL alike. Every operation is a synchronous function of a ``Connection``; ``CronStore`` runs them
 through the daemon's ``Store`` (off the loop) or, for the CLI, through an engine of its own.
 
@@ -26,7 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
-from gateway.tables import approvals, cron_home_chats, cron_jobs, cron_runs
+from gateway.storage.tables import approvals, cron_home_chats, cron_jobs, cron_runs
 
 
 def new_job_id() -> str:
@@ -287,7 +287,7 @@ class CronStore:
 
 def engine_store(url: str) -> tuple[CronStore, Any]:
     """A CronStore on an engine of its own (the CLI, beside a running daemon); returns (store, engine)."""
-    from gateway.db import make_engine
+    from gateway.storage.db import make_engine
 
     engine = make_engine(url)
 

@@ -2,7 +2,7 @@
 
 structlog imports rich (and, through it, pygments) whenever rich is installed (typer brings it), to draw
 console tracebacks. Herald never lets structlog draw one: exceptions become data before any renderer sees
-them (gateway/logs.py), and the console renderer is given the plain formatter explicitly. Imported here first,
+them (gateway/kernel/logs.py), and the console renderer is given the plain formatter explicitly. Imported here first,
 with rich hidden for that one import, structlog leaves rich out: ~5 MB less resident in the daemon. rich stays
 importable afterwards (typer's help and error screens load it when they need it).
 """

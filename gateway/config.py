@@ -16,7 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, create_model, field_validator
 
-from gateway.configbase import StrictModel
+from gateway.kernel.configbase import StrictModel
 
 
 class ConfigError(Exception):
@@ -123,7 +123,7 @@ class AgentConfig(_Model):
 
 
 class DisplayConfig(_Model):
-    """How replies appear while they are written (gateway/streaming/)."""
+    """How replies appear while they are written (gateway/outbound/streaming/)."""
 
     # On platforms that can edit messages the reply is shown as the model writes it: one message, edited
     # at most this often (and never more often than the platform's own minimum allows).
@@ -156,7 +156,7 @@ class SessionsConfig(_Model):
     per_user_in_groups: bool = True
     reset: ResetConfig = Field(default_factory=ResetConfig)
     # Delete the messages, inbox and outbox rows of sessions idle longer than this many days, the web chat's log
-    # of chats idle as long and older token usage (gateway/retention.py); None = keep everything.
+    # of chats idle as long and older token usage (gateway/storage/retention.py); None = keep everything.
     retention_days: float | None = Field(default=None, gt=0)
 
 
@@ -252,7 +252,7 @@ class ApprovalsConfig(_Model):
 
 
 class AccessConfig(_Model):
-    """Who may talk to the agent (gateway/access.py, gateway/pairing.py). Default deny."""
+    """Who may talk to the agent (gateway/inbound/access.py, gateway/inbound/pairing.py). Default deny."""
 
     # "platform:user_id" entries, e.g. ["telegram:123456789"]; added to each platform's allowed_users.
     allowed_users: list[str] = Field(default_factory=list)
@@ -484,7 +484,7 @@ def secret_env_names(cfg: BaseModel) -> list[str]:
 
 
 def configured_secrets(cfg: Config) -> list[str]:
-    """The secret values this config uses, to register for redaction at start (gateway/logs.py).
+    """The secret values this config uses, to register for redaction at start (gateway/kernel/logs.py).
 
     The value of every variable a ``*_env`` key names, and the password of ``database.url`` (a
     PostgreSQL URL may carry one inline).

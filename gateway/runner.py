@@ -21,29 +21,30 @@ from typing import Any
 import structlog
 
 from cron.commands import register_cron_commands
-from gateway import sandboxing
-from gateway.access import AccessControl
-from gateway.agents import AgentFactory
 from gateway.approvals.broker import ApprovalBroker
 from gateway.approvals.commands import register_approvals
 from gateway.approvals.store import ApprovalStore
-from gateway.builtin_commands import register_builtin_commands
-from gateway.bus import make_bus
-from gateway.commands import CommandRegistry
-from gateway.compression import Compressor, register_compress_command
+from gateway.cluster.bus import make_bus
+from gateway.cluster.instance import Instance
+from gateway.cluster.locks import CredentialLocks
+from gateway.commands.builtin import register_builtin_commands
+from gateway.commands.conversation import register_conversation_commands
+from gateway.commands.model import register_model_commands
+from gateway.commands.registry import CommandRegistry
 from gateway.config import Config, Paths
-from gateway.conversation_commands import register_conversation_commands
-from gateway.delivery import Delivery, Notices
-from gateway.faults import Faults
-from gateway.health import private_status, public_status
-from gateway.inbound import Inbound
-from gateway.instance import Instance
-from gateway.lanes import Lanes
-from gateway.locks import CredentialLocks
-from gateway.memory import MemoryBook, register_memory_commands
-from gateway.metrics import Metrics
-from gateway.model_commands import register_model_commands
-from gateway.pairing import PairingService
+from gateway.inbound.accept import Inbound
+from gateway.inbound.access import AccessControl
+from gateway.inbound.pairing import PairingService
+from gateway.inbound.recovery import Recovery
+from gateway.inbound.routing import SessionRouter
+from gateway.inbound.supervisor import Supervisor
+from gateway.kernel.faults import Faults
+from gateway.kernel.health import private_status, public_status
+from gateway.kernel.metrics import Metrics
+from gateway.ops.systemd import SystemdNotifier
+from gateway.outbound.delivery import Delivery, Notices
+from gateway.outbound.streaming import Streams
+from gateway.outbound.streaming.verbose import register_verbose_command
 from gateway.platforms import PLATFORMS, adapter_class
 from gateway.platforms.base import (
     Accepted,
@@ -53,16 +54,15 @@ from gateway.platforms.base import (
     PlatformAdapter,
     Source,
 )
-from gateway.recovery import Recovery
-from gateway.routing import SessionRouter
 from gateway.session.manager import SessionManager
-from gateway.store import Store
-from gateway.streaming import Streams
-from gateway.streaming.verbose import register_verbose_command
-from gateway.supervisor import Supervisor
-from gateway.systemd import SystemdNotifier
-from gateway.turns import TurnExecutor
-from gateway.usage import UsageLedger, register_usage_command
+from gateway.storage.store import Store
+from gateway.turns import sandboxing
+from gateway.turns.agents import AgentFactory
+from gateway.turns.compression import Compressor, register_compress_command
+from gateway.turns.executor import TurnExecutor
+from gateway.turns.lanes import Lanes
+from gateway.turns.memory import MemoryBook, register_memory_commands
+from gateway.turns.usage import UsageLedger, register_usage_command
 
 log = structlog.get_logger("herald.runner")
 
@@ -98,7 +98,7 @@ class GatewayRunner:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.adapters: dict[str, PlatformAdapter] = {}
         self.metrics = Metrics(self)  # a registry of its own: several runners may share a process (tests)
-        self.faults = Faults(self.metrics)  # counted, logged, and /readyz's reasons (gateway/faults.py)
+        self.faults = Faults(self.metrics)  # counted, logged, and /readyz's reasons (gateway/kernel/faults.py)
         # The store reports a database that is down (or a full disk) to the ledger as a lasting condition.
         self.store = Store(cfg.database.url or f"sqlite+aiosqlite:///{paths.db_file}", self.faults)
         self.instance = Instance(self.store, paths.profile)
@@ -203,8 +203,8 @@ class GatewayRunner:
         self.agents.build()
         self._build_adapters()
         await self.approvals.start()  # approvals left pending by a gone instance: denied; users told
-        from gateway.dashboard import Dashboard
-        from gateway.http import HttpServer
+        from gateway.ops.dashboard import Dashboard
+        from gateway.ops.http import HttpServer
 
         dashboard = Dashboard(self.readiness, self.adapters, self.lanes, self.sessions, self.approvals,
                               self.store.run_read, self.notices, lambda: self._stopping, self.bus)
@@ -217,7 +217,7 @@ class GatewayRunner:
             self.spawn(self.router.run(), name="routing")
         self.spawn(self._measure_loop_lag(), name="loop-lag")
         if self.cfg.sessions.retention_days:
-            from gateway.retention import Retention
+            from gateway.storage.retention import Retention
 
             self.spawn(Retention(self.store, self.cfg.sessions.retention_days).run(), name="retention")
         if self.cfg.cron.enabled:
@@ -361,7 +361,7 @@ class GatewayRunner:
 
     def readiness(self, detail: bool = False) -> tuple[bool, dict[str, Any]]:
         """Per adapter: state, error class and hint; ``detail`` (authenticated callers only) adds the
-        redacted ``last_error``. Unauthenticated endpoints never get exception text (gateway/health.py)."""
+        redacted ``last_error``. Unauthenticated endpoints never get exception text (gateway/kernel/health.py)."""
         status = private_status if detail else public_status
         states = {name: status(a) for name, a in self.adapters.items()}
         ready = (not self._stopping and all(a.state == "connected" for a in self.adapters.values())

@@ -13,7 +13,7 @@ from gateway.runner import GatewayRunner
 from tests.fakes.llm import FakeLLM
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegram
-from tests.qa_channel import QAAdapter
+from tests.support.qa_channel import QAAdapter
 
 PG_URL = os.environ.get("HERALD_TEST_DATABASE_URL")
 
@@ -85,7 +85,7 @@ async def make_runner(home: Any, fake_llm: FakeLLM) -> AsyncIterator[RunnerFacto
 
     async def factory(overrides: dict[str, Any] | None = None, model: bool = True,
                       adapters: list[Any] | None = None, db_url: str | None = None) -> tuple[GatewayRunner, Any]:
-        # Replies are not streamed unless a test says so (tests/test_streaming.py): a turn that takes over a
+        # Replies are not streamed unless a test says so (tests/outbound/test_streaming.py): a turn that takes over a
         # second on a loaded machine would otherwise show its answer as an edit, not as a message sent.
         data: dict[str, Any] = {"http": {"port": 0}, "platforms": {"web": {"enabled": False}},
                                 "display": {"streaming": False}}

@@ -19,7 +19,7 @@ from gateway.config import (
     resolve_paths,
     secret_env_names,
 )
-from gateway.configbase import secret
+from gateway.kernel.configbase import secret
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "config.example.yaml"

@@ -1,7 +1,7 @@
 """``memory``: short notes the agent keeps about the user it talks with, across conversations.
 
 The gateway puts its memory book in ``ToolContext.extras["memory_api"]`` and the chat's sender in
-``extras["source"]``; notes are per user (gateway/memory.py), never shared with anyone else's
+``extras["source"]``; notes are per user (gateway/turns/memory.py), never shared with anyone else's
 conversations. The tool runs in a worker thread; the book hands each change to the event loop.
 """
 

@@ -24,26 +24,18 @@ from typing import Any
 
 import structlog
 
-from gateway.access import AccessControl
 from gateway.approvals.hook import Request, TurnHook
 from gateway.approvals.store import ApprovalStore
-from gateway.approvals.text import (
-    decided_head,
-    duration,
-    exact_hash,
-    expired_message,
-    fenced,
-    shown_command,
-    shown_reason,
-    who,
-)
+from gateway.approvals.text import decided_head, duration, expired_message, fenced, who
+from gateway.cluster.instance import Instance
 from gateway.config import ApprovalsConfig
-from gateway.delivery import Delivery
-from gateway.instance import Instance
-from gateway.metrics import NULL_METRICS, Metrics
+from gateway.inbound.access import AccessControl
+from gateway.kernel.chunking import chunk_text
+from gateway.kernel.metrics import NULL_METRICS, Metrics
+from gateway.kernel.shown import exact_hash, shown_command, shown_reason
+from gateway.outbound.delivery import Delivery
 from gateway.platforms.base import Button, ButtonPress, Capabilities, OutboundMessage, PlatformAdapter, Source
 from gateway.ports import Adapters, Lifecycle, Notifier
-from gateway.rendering import chunk_text
 from tools.dangerous import Decision, matches_allowlist
 
 log = structlog.get_logger("herald.approvals")

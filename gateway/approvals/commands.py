@@ -4,7 +4,7 @@ fallback), and the button handler's registration."""
 from __future__ import annotations
 
 from gateway.approvals.broker import BUTTON_PREFIX, ApprovalBroker
-from gateway.commands import Command, CommandContext, CommandRegistry
+from gateway.commands.registry import Command, CommandContext, CommandRegistry
 from gateway.ports import ButtonHandler
 
 

@@ -26,7 +26,8 @@ from typing import Any, Protocol
 import structlog
 
 from gateway.approvals import reads
-from gateway.approvals.text import command_hash, expired_message
+from gateway.approvals.text import expired_message
+from gateway.kernel.shown import command_hash
 from gateway.platforms.base import Source
 from tools.dangerous import Decision, Verdict
 from tools.sandbox import SandboxPolicy, context_policy, hidden_reason, layers

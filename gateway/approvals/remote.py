@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from sqlalchemy import and_, select
 
-from gateway.instance import Instance
+from gateway.cluster.instance import Instance
 from gateway.platforms.base import Source
 from gateway.ports import Lifecycle
-from gateway.tables import approvals
+from gateway.storage.tables import approvals
 
 if TYPE_CHECKING:
     from gateway.approvals.broker import ApprovalBroker

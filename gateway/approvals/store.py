@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection
 
-from gateway.store import Store
-from gateway.tables import approval_allowlist, approval_session_grants, approvals
+from gateway.storage.store import Store
+from gateway.storage.tables import approval_allowlist, approval_session_grants, approvals
 
 
 def always_hashes(conn: Connection) -> set[str]:

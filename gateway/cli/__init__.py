@@ -63,10 +63,10 @@ app.add_typer(db.app, name="db")
 def main() -> None:
     import os
 
-    from gateway.filemodes import PRIVATE_UMASK
+    from gateway.ops.filemodes import PRIVATE_UMASK
 
     # Whatever a command writes in the home (the home itself, the web token, the SQLite file a first `cron add`
-    # makes, a backup) is for this user alone, as under `herald run` (gateway/filemodes.py).
+    # makes, a backup) is for this user alone, as under `herald run` (gateway/ops/filemodes.py).
     os.umask(PRIVATE_UMASK)
     try:
         app()
@@ -74,7 +74,7 @@ def main() -> None:
         fail_config(exc)
     except Exception as exc:
         # The database (or a file) failing under any subcommand: one line, not a traceback.
-        from gateway import preflight
+        from gateway.ops import preflight
 
         if not preflight.is_database_error(exc) and not isinstance(exc, OSError):
             raise
@@ -88,8 +88,8 @@ def main() -> None:
 def _describe(exc: BaseException) -> tuple[str, int]:
     import socket
 
-    from gateway import preflight
     from gateway.config import load_config, resolve_paths
+    from gateway.ops import preflight
 
     try:
         paths = resolve_paths(state.profile, state.config)

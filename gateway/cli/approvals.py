@@ -32,7 +32,7 @@ def _url() -> str | None:
 async def _query(url: str, stmt: Any) -> list[dict[str, Any]]:
     from sqlalchemy.exc import OperationalError, ProgrammingError
 
-    from gateway.db import make_engine
+    from gateway.storage.db import make_engine
 
     engine = make_engine(url)
     try:
@@ -64,7 +64,7 @@ def list_approvals(
     """Show recent approval requests and their outcomes (who, what, when)."""
     from sqlalchemy import select
 
-    from gateway.tables import approvals
+    from gateway.storage.tables import approvals
 
     url = _url()
     stmt = select(approvals).order_by(approvals.c.created_at.desc()).limit(limit)
@@ -94,7 +94,7 @@ def allowlist() -> None:
     """Show the commands someone chose "Always approve" for."""
     from sqlalchemy import select
 
-    from gateway.tables import approval_allowlist
+    from gateway.storage.tables import approval_allowlist
 
     url = _url()
     rows = asyncio.run(_query(url, select(approval_allowlist).order_by(approval_allowlist.c.created_at))) if url else []
@@ -114,7 +114,7 @@ def revoke(
     """Take a command off the "Always approve" list: it asks again next time (a running daemon included)."""
     from sqlalchemy import delete
 
-    from gateway.tables import approval_allowlist
+    from gateway.storage.tables import approval_allowlist
 
     if (entry is None) == (not revoke_all):
         fail("give one entry number (see `herald approvals allowlist`) or --all", EXIT_USAGE)
@@ -134,7 +134,7 @@ def revoke(
 async def _execute(url: str, stmt: Any) -> int:
     from sqlalchemy.exc import OperationalError, ProgrammingError
 
-    from gateway.db import make_engine
+    from gateway.storage.db import make_engine
 
     engine = make_engine(url)
     try:

@@ -23,8 +23,9 @@ def backup(
 ) -> None:
     """Copy the SQLite database consistently (SQLite's online backup API) while the daemon may be running;
     for PostgreSQL, says how to use pg_dump."""
-    from gateway import preflight, sandboxing
-    from gateway.backup import BackupError, backup_sqlite, destination, postgres_advice
+    from gateway.ops import preflight
+    from gateway.storage.backup import BackupError, backup_sqlite, destination, postgres_advice
+    from gateway.turns import sandboxing
 
     cfg, paths = load()
     url = preflight.database_url(cfg, paths)

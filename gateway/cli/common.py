@@ -97,7 +97,7 @@ def load_checked(config: str | None) -> tuple[Config, Paths, list[str], frozense
     """This profile's config for start-up's checks. A config that does not validate does not hide the other
     problems: its schema problems are returned, and the sections that have them are replaced by their
     defaults (their names in the last item) so the checks that do not read them still run."""
-    from gateway import preflight as checks
+    from gateway.ops import preflight as checks
 
     paths = paths_for(config)
     try:

@@ -33,7 +33,7 @@ def _with_store(fn: Callable[[Any, Any], Awaitable[Any]]) -> Any:
 
     async def main() -> Any:
         from cron.store import engine_store
-        from gateway.migrations import upgrade
+        from gateway.storage.migrations import upgrade
 
         store, engine = engine_store(url)
         try:

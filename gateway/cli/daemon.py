@@ -20,7 +20,7 @@ app = typer.Typer()
 
 def workspace_problem(cfg: Config, paths: Paths) -> None:
     """tools.terminal.cwd inside a folder the sandbox hides (Herald's home, ...) is a config error."""
-    from gateway import sandboxing
+    from gateway.turns import sandboxing
 
     sandboxing.workspace(cfg, paths)
 
@@ -29,7 +29,7 @@ def preflight(cfg: Config, paths: Paths, create_home: bool, schema: list[str] | 
               skip: frozenset[str] = frozenset()) -> None:
     """Every problem that stops a start, each one line (``schema``: the config's validation problems, first);
     exits (2, or 1 if only the world failed) when there are any, after printing them all."""
-    from gateway import preflight as checks
+    from gateway.ops import preflight as checks
 
     problems = asyncio.run(checks.check(cfg, paths, create_home=create_home and not schema, skip=skip))
     if "tools" not in skip:
@@ -54,8 +54,8 @@ def run(config: Annotated[str | None, typer.Option("--config", "-c", help="path 
     """Run the gateway daemon in the foreground."""
     cfg, paths, schema, skip = load_checked(config)
     preflight(cfg, paths, create_home=True, schema=schema, skip=skip)
-    from gateway.filemodes import secure_home
-    from gateway.logs import configure_logging, get_logger, hold_stderr
+    from gateway.kernel.logs import configure_logging, get_logger, hold_stderr
+    from gateway.ops.filemodes import secure_home
 
     # First, before anything is created: umask 077, the home 0700, looser files left from before tightened.
     tightened = secure_home(paths, cfg.database.url)
@@ -64,7 +64,7 @@ def run(config: Annotated[str | None, typer.Option("--config", "-c", help="path 
                           console=cfg.logging.format == "console", file=cfg.logging.file,
                           max_bytes=cfg.logging.max_bytes, backups=cfg.logging.backups)
     except OSError as exc:  # the log folder changed since the checks above
-        from gateway import preflight as checks
+        from gateway.ops import preflight as checks
 
         problem = checks.file_problem(paths, exc) or checks.Problem("logging", str(exc))
         fail(f"config error: {problem}", EXIT_USAGE)
@@ -87,7 +87,7 @@ def run(config: Annotated[str | None, typer.Option("--config", "-c", help="path 
 
 
 async def _serve(cfg: Config, paths: Paths) -> int:
-    from gateway.logs import add_secret, get_logger, release_stderr
+    from gateway.kernel.logs import add_secret, get_logger, release_stderr
     from gateway.runner import GatewayRunner
 
     log = get_logger("herald")
@@ -145,7 +145,7 @@ async def _serve(cfg: Config, paths: Paths) -> int:
 def _failure_line(cfg: Config, paths: Paths, exc: BaseException) -> tuple[str, int]:
     """A failed start as one line naming what failed and what to do, and its exit status (module doc of
     gateway/cli/common.py: 1 the world, 2 the configuration)."""
-    from gateway import preflight as checks
+    from gateway.ops import preflight as checks
 
     problem = checks.describe_failure(cfg, paths, exc)
     if problem is not None:
@@ -161,7 +161,7 @@ def check_config(config: Annotated[str | None, typer.Option("--config", "-c")] =
     """Run start-up's checks without starting (config, home, database, platform secrets, model): every
     problem with its key path; exit 2 (1 if only the database did not answer)."""
     cfg, paths, schema, skip = load_checked(config)
-    from gateway import sandboxing
+    from gateway.turns import sandboxing
 
     preflight(cfg, paths, create_home=False, schema=schema, skip=skip)
     where = paths.config_file if paths.config_file.exists() else "embedded defaults"

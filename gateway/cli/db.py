@@ -1,4 +1,4 @@
-"""``herald db upgrade|current``: the database's schema revision (gateway/migrations/)."""
+"""``herald db upgrade|current``: the database's schema revision (gateway/storage/migrations/)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ def _run(op: Any, create: bool = True) -> Any:
     an SQLite file does not exist yet (reading a revision creates no database)."""
     import os
 
-    from gateway import preflight
-    from gateway.db import make_engine
+    from gateway.ops import preflight
+    from gateway.storage.db import make_engine
 
     cfg, paths = load()
     url = preflight.database_url(cfg, paths)
@@ -43,7 +43,7 @@ def _run(op: Any, create: bool = True) -> Any:
 @app.command("upgrade")
 def upgrade() -> None:
     """Bring the schema to the newest revision (the daemon also does this when it starts)."""
-    from gateway.migrations import upgrade as run_upgrade
+    from gateway.storage.migrations import upgrade as run_upgrade
 
     before, after = _run(run_upgrade)
     if before == after:
@@ -55,8 +55,8 @@ def upgrade() -> None:
 @app.command("current")
 def current() -> None:
     """The database's schema revision, and the newest this Herald knows."""
-    from gateway.migrations import current as read_current
-    from gateway.migrations import head
+    from gateway.storage.migrations import current as read_current
+    from gateway.storage.migrations import head
 
     revision = _run(read_current, create=False)
     newest = head()

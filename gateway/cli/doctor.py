@@ -23,7 +23,7 @@ def doctor(
     """Can this installation work? Everything check-config checks, plus: the model answers and accepts its
     key, each platform's credential is valid and not locked by another process, the database and its schema,
     the sandbox runs `true`, the home's permissions, free disk, the clock. Exit 0 only when all pass."""
-    from gateway.doctor import Doctor
+    from gateway.ops.doctor import Doctor
 
     cfg, paths, schema, skip = load_checked(config)
     checks = asyncio.run(Doctor(cfg, paths, timeout=timeout, schema=schema, skip=skip).run())

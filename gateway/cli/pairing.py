@@ -22,12 +22,12 @@ app = typer.Typer(no_args_is_help=True, help="Pairing: let users who DMed the bo
 
 def _run(work: Callable[[Any], Awaitable[Any]]) -> Any:
     from gateway.cli.common import load
-    from gateway.pairing import Pairing
+    from gateway.inbound.pairing import Pairing
 
     cfg, paths = load()
 
     async def main() -> Any:
-        from gateway.store import Store
+        from gateway.storage.store import Store
 
         if cfg.database.url is None:
             paths.home.mkdir(parents=True, exist_ok=True)
@@ -49,7 +49,7 @@ def _when(ts: float | None) -> str:
 def approve(platform: Annotated[str, typer.Argument(help="e.g. telegram")],
             code: Annotated[str, typer.Argument(help="the 8-character code the user was sent")]) -> None:
     """Approve a user's pairing code: they may talk to the agent from then on (and are told so)."""
-    from gateway.pairing import describe
+    from gateway.inbound.pairing import describe
 
     platform = platform.lower()
     result = _run(lambda p: p.approve(platform, code, "cli"))

@@ -2,7 +2,7 @@
 
 A profile is ``$HERALD_HOME/profiles/NAME`` with its own config.yaml, .env, database, logs and web token;
 ``herald --profile NAME …`` (or ``HERALD_PROFILE=NAME``) points every subcommand at it. Profiles may run
-side by side; two that use the same bot token are kept apart by the credential lock (gateway/locks.py).
+side by side; two that use the same bot token are kept apart by the credential lock (gateway/cluster/locks.py).
 """
 
 from __future__ import annotations

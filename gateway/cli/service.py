@@ -1,4 +1,4 @@
-"""``herald service install | status``: the systemd unit Herald runs under (gateway/service.py writes it)."""
+"""``herald service install | status``: the systemd unit Herald runs under (gateway/ops/service.py writes it)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _profile(profile: str | None, user: bool, run_as: str = "herald") -> str | N
     """The profile the unit runs, which must exist where that unit keeps its state: your $HERALD_HOME for a
     user unit, /var/lib/herald for a system one (an unknown one fails with exit 2, as everywhere)."""
     from gateway.config import herald_base
-    from gateway.service import SYSTEM_HOME, herald_executable
+    from gateway.ops.service import SYSTEM_HOME, herald_executable
 
     profile = profile or state.profile or os.environ.get("HERALD_PROFILE") or None
     if profile == "default":
@@ -36,7 +36,7 @@ def _profile(profile: str | None, user: bool, run_as: str = "herald") -> str | N
 
 
 def _unit_path(user: bool, profile: str | None, directory: str | None) -> Path:
-    from gateway.service import SYSTEM_DIR, unit_name, user_unit_dir
+    from gateway.ops.service import SYSTEM_DIR, unit_name, user_unit_dir
 
     folder = Path(directory).expanduser() if directory else (user_unit_dir() if user else SYSTEM_DIR)
     return folder / unit_name(profile)
@@ -64,7 +64,7 @@ def install(
     """Write the systemd unit (system: /etc/systemd/system, as user `herald` with state in /var/lib/herald;
     --user: ~/.config/systemd/user with your HERALD_HOME), Type=notify with a watchdog."""
     from gateway.config import herald_base
-    from gateway.service import SYSTEM_HOME, Unit, herald_executable
+    from gateway.ops.service import SYSTEM_HOME, Unit, herald_executable
 
     profile = _profile(profile, user, run_as)
     home = str(herald_base()) if user else SYSTEM_HOME
@@ -112,7 +112,7 @@ def status(user: UserOpt = False, profile: ProfileOpt = None,
     is active."""
     profile = _profile(profile, user)
     path = _unit_path(user, profile, directory)
-    from gateway.service import unit_name
+    from gateway.ops.service import unit_name
 
     name = unit_name(profile)
     if not path.exists():

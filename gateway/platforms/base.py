@@ -30,9 +30,9 @@ from typing import Any, Literal, Protocol
 
 import structlog
 
-from gateway.faults import Unavailable as Unavailable  # adapters catch it from the contract
-from gateway.health import kind_of
-from gateway.logs import redact
+from gateway.kernel.faults import Unavailable as Unavailable  # adapters catch it from the contract
+from gateway.kernel.health import kind_of
+from gateway.kernel.logs import redact
 
 log = structlog.get_logger("herald.platforms")
 
@@ -324,7 +324,7 @@ class Cursors(Protocol):
 
 
 class Broadcast(Protocol):
-    """Events every instance sharing the database hears (gateway/bus.py), for an adapter that serves
+    """Events every instance sharing the database hears (gateway/cluster/bus.py), for an adapter that serves
     clients of its own (the web chat's event streams): what one instance sends, another's client sees."""
 
     enabled: bool  # False: this is the only instance, there is nobody to tell
@@ -335,10 +335,10 @@ class Broadcast(Protocol):
 
 
 class FaultSink(Protocol):
-    """Where an adapter reports the faults its platform served (gateway/faults.py's ``Faults``): ``record`` one
+    """Where an adapter reports the faults its platform served (gateway/kernel/faults.py's ``Faults``): ``record`` one
     (a 429, a 502, a dropped connection), ``begin``/``end`` a lasting one (another poller holds the bot's
     updates), which makes ``/readyz`` not ready with the fixed ``reason`` meanwhile. Fault classes are
-    gateway/faults.py's FAULT_CLASSES; fields are plain data, never exception text."""
+    gateway/kernel/faults.py's FAULT_CLASSES; fields are plain data, never exception text."""
 
     def record(self, fault: str, **fields: Any) -> None: ...
 
@@ -423,7 +423,7 @@ class PlatformAdapter(abc.ABC):
         """(scope, secret) pairs this adapter connects with (bot token, app token).
 
         The gateway locks each one before ``start()`` and unlocks it after ``stop()``, so two Herald
-        processes never drive the same bot (gateway/locks.py).
+        processes never drive the same bot (gateway/cluster/locks.py).
         """
         return type(self).credentials_of(self.cfg)
 

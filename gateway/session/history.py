@@ -17,10 +17,10 @@ import structlog
 from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
-from gateway.db import is_unique_violation
 from gateway.session import search as fts
-from gateway.store import Store
-from gateway.tables import inbox, messages, sessions
+from gateway.storage.db import is_unique_violation
+from gateway.storage.store import Store
+from gateway.storage.tables import inbox, messages, sessions
 
 log = structlog.get_logger("herald.history")
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from gateway.config import SessionsConfig
 from gateway.platforms.base import Source
-from gateway.store import Store
+from gateway.storage.store import Store
 
 
 def reset_due(cfg: SessionsConfig, last_active: float, now: float, tz: dt.tzinfo | None = None) -> str | None:

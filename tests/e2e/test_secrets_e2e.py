@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.logs import REDACTED
+from gateway.kernel.logs import REDACTED
 from tests.e2e.test_locks_e2e import bots, spawn_unready, telegram_config, wait_readyz  # noqa: F401 - bots: fixture
 
 pytestmark = pytest.mark.e2e

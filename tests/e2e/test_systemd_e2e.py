@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import Herald
-from tests.test_systemd import NotifySocket
+from tests.ops.test_systemd import NotifySocket
 
 pytestmark = pytest.mark.e2e
 

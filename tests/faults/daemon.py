@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from gateway.delivery import MAYBE_REPEATED
+from gateway.outbound.delivery import MAYBE_REPEATED
 from tests.e2e.conftest import API_KEY, HERALD_BIN, REPO, Herald, base_config, deep_merge
 from tests.fakes.llm import FakeLLMThread, Reply, Step, ToolCall, last_user_message, message_text
 from tests.fakes.telegram_api import FakeTelegramThread
@@ -40,7 +40,7 @@ FIRST_TG_CHAT = 50_000
 CRON_CHAT = "cronchat"
 CRON_TOKEN = re.compile(r"cron-(\d+)")
 # What the bot may say besides answers: a busy chat's queue notice, and the warning before a chunk whose send a
-# kill cut off is sent again (the platform cannot de-duplicate it: gateway/delivery.py).
+# kill cut off is sent again (the platform cannot de-duplicate it: gateway/outbound/delivery.py).
 NOTICES = ("⏳ Queued", MAYBE_REPEATED)
 
 

@@ -29,7 +29,7 @@ from gateway.runner import GatewayRunner
 from tests.fakes.llm import FakeLLM
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegram
-from tests.polling import wait_until
+from tests.support.polling import wait_until
 
 PG_USER = "postgres"
 

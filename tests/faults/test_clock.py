@@ -9,8 +9,8 @@ from collections import Counter
 from typing import Any
 
 from cron.scheduler import CLOCK_JUMP_SECONDS, CronScheduler
+from tests.cron.test_cron import ORIGIN, T0, create, runs, settle
 from tests.faults.conftest import scale
-from tests.test_cron import ORIGIN, T0, create, runs, settle
 
 HOUR = 3600.0
 CYCLES = int(scale(1, 5))  # forward-and-back pairs in the long run

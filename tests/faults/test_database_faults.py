@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from sqlalchemy import exc as sa_exc
 
-from gateway.db import unavailable_kind
-from gateway.faults import Unavailable
-from gateway.store import Store
+from gateway.kernel.faults import Unavailable
+from gateway.storage.db import unavailable_kind
+from gateway.storage.store import Store
 from tests.e2e.conftest import Herald, fake_llm, make_herald  # noqa: F401 - fixtures used here
 from tests.fakes.telegram_api import FakeTelegramThread
 from tests.faults.conftest import scale
@@ -273,8 +273,8 @@ async def test_a_credential_lock_whose_database_is_down_is_retried_soon(tmp_path
     """Regression: with the database down, taking the PostgreSQL credential lock failed with a plain
     connection error, so the supervisor's backoff grew through the outage (1, 2, 4 ... 64 s): Telegram came
     back up to a minute after the database, and replies waiting for it gave up meanwhile."""
-    from gateway.locks import CredentialLocks, LockDatabaseDown
-    from gateway.supervisor import Supervisor
+    from gateway.cluster.locks import CredentialLocks, LockDatabaseDown
+    from gateway.inbound.supervisor import Supervisor
     from tests.e2e.conftest import free_port
 
     locks = CredentialLocks(f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/none", "default", tmp_path)

@@ -52,7 +52,7 @@ OUTAGES = {
     "rate_limited": ("model_rate_limited", Error(429, retry_after=1), "rate-limiting"),
     "server_error": ("model_error", Error(500), "server error"),
     "hang": ("model_timeout", Hang(3.0), "did not answer in time"),
-    # Slow enough that the chat shows the fragment (gateway/streaming/live.py OPEN_AFTER) before it is cut.
+    # Slow enough that the chat shows the fragment (gateway/outbound/streaming/live.py OPEN_AFTER) before it is cut.
     "stream_dropped": ("model_stream_cut", Reply.streamed(["zorp ", "an ", "answer ", "that ", "never ends"], 0.45,
                                                           cut_after=4), "cut off"),
     "stream_closed": ("model_stream_cut", Reply.streamed(["zorp ", "an ", "answer ", "never ends"], 0.05,

@@ -20,9 +20,9 @@ import pytest
 from sqlalchemy import select
 
 from gateway.config import parse_config, resolve_paths
-from gateway.dashboard.data import delivery_failures
+from gateway.ops.dashboard.data import delivery_failures
 from gateway.runner import GatewayRunner
-from gateway.tables import inbox, outbox
+from gateway.storage.tables import inbox, outbox
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram_api import FakeTelegram
 from tests.faults.conftest import scale

@@ -25,7 +25,7 @@ import aiohttp
 import discord
 import structlog
 
-from gateway.configbase import secret
+from gateway.kernel.configbase import secret
 from gateway.platforms.base import (
     AdapterContext,
     Button,

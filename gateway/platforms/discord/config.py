@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, field_validator
 
-from gateway.configbase import ChatPlatformConfig, id_text
+from gateway.kernel.configbase import ChatPlatformConfig, id_text
 
 
 def _snowflake(item: str) -> str:

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from aiohttp import web
 
-from gateway.configbase import secret
-from gateway.jsonbody import bad_request, parse_object
+from gateway.kernel.configbase import secret
+from gateway.kernel.untrusted import bad_request, parse_object
 from gateway.platforms.base import (
     AdapterContext,
     Button,

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
-from gateway.configbase import ChatPlatformConfig
+from gateway.kernel.configbase import ChatPlatformConfig
 
 _USER_ID = re.compile(r"[UW][A-Z0-9]{2,}")
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import structlog
 
+from gateway.kernel.chunking import utf16_len
 from gateway.platforms.base import Button, OutboundMessage, PermanentError, TransientError
 from gateway.platforms.slack.mrkdwn import to_mrkdwn, unescape
 from gateway.platforms.slack.transport import map_error, slack_error
-from gateway.rendering import utf16_len
 
 log = structlog.get_logger("herald.slack")
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from aiohttp import web
 
-from gateway.configbase import secret
+from gateway.kernel.configbase import secret
 from gateway.platforms.base import (
     AdapterContext,
     Button,

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
-from gateway.configbase import ChatPlatformConfig
+from gateway.kernel.configbase import ChatPlatformConfig
 
 
 def _numeric(item: str) -> str:

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from gateway.kernel.chunking import utf16_len
 from gateway.platforms.base import Button, OutboundMessage, TransientError
 from gateway.platforms.telegram.transport import is_entity_error, map_error
-from gateway.rendering import utf16_len
 
 if TYPE_CHECKING:
     from telegram import Bot

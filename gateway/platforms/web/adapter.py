@@ -22,8 +22,8 @@ from urllib.parse import quote
 import structlog
 from aiohttp import web
 
-from gateway.jsonbody import read_object
-from gateway.logs import add_secret
+from gateway.kernel.logs import add_secret
+from gateway.kernel.untrusted import read_object
 from gateway.platforms.base import (
     AdapterContext,
     Button,
@@ -60,7 +60,7 @@ def load_or_create_token(path: Path) -> str:
 
 def web_token(cfg: Any, path: Path) -> str:
     """The web chat's token: ``platforms.web.token_env``'s variable when set, else the profile's file."""
-    from gateway.configbase import secret
+    from gateway.kernel.configbase import secret
 
     return secret(getattr(cfg, "token_env", None)) or load_or_create_token(path)
 
@@ -253,7 +253,7 @@ class WebAdapter(PlatformAdapter):
         if self.gateway.stopping:
             raise web.HTTPServiceUnavailable(text='{"error": "shutting down"}', content_type="application/json")
         # The question is in the chat log before anything can answer it, so it always shows first.
-        # Neither write waits for a database that is down: the caller gets a 503 (gateway/http.py) and sends
+        # Neither write waits for a database that is down: the caller gets a 503 (gateway/ops/http.py) and sends
         # again, rather than a request hanging with nobody knowing whether the message was taken.
         if await self.log.chat_log_add(self.name, chat_id, public_id, "user", text, None, user_id, wait=False):
             self._publish(chat_id, "message", _message(public_id, "user", text, None), ref=public_id)

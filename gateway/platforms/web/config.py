@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.configbase import PlatformConfig
+from gateway.kernel.configbase import PlatformConfig
 
 
 class WebConfig(PlatformConfig):

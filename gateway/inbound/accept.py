@@ -1,0 +1,261 @@
+"""The way in: ``accept`` (guard 1) and what follows it.
+
+``accept`` stores the message in the inbox (UNIQUE(platform, platform_message_id) drops a second copy),
+checks access and returns as soon as the row is durable, so the adapter can acknowledge its platform at
+once. It then schedules the dispatch itself: a command (guard 2) runs inline, reaching even a busy
+session; anything else joins the session's lane synchronously, so messages keep their arrival order.
+Button presses are taken the same way: ``press`` returns at once and the presser's notice follows through
+the adapter's ``answer_press``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+
+from gateway.cluster.instance import Instance
+from gateway.commands.registry import CommandContext, CommandRegistry
+from gateway.config import Config
+from gateway.inbound.access import AccessControl
+from gateway.kernel.faults import Faults, Unavailable
+from gateway.kernel.logs import redact
+from gateway.kernel.untrusted import clean_text
+from gateway.outbound.delivery import Delivery
+from gateway.platforms.base import (
+    Accepted,
+    ButtonPress,
+    InboundMessage,
+    OutboundMessage,
+    PlatformAdapter,
+    ShuttingDown,
+    Source,
+)
+from gateway.ports import ButtonHandler, Lifecycle, Notifier
+from gateway.session.keys import session_key
+from gateway.storage.store import Store
+from gateway.turns.lanes import Lanes
+
+log = structlog.get_logger("herald.inbound")
+
+# The longest message a turn takes (the web API's own limit too); Telegram allows 4 096, Discord 4 000.
+MAX_MESSAGE_CHARS = 32_000
+
+Denied = Callable[[PlatformAdapter, Source], None]
+
+
+class Inbound:
+    def __init__(self, cfg: Config, store: Store, access: AccessControl, commands: CommandRegistry, lanes: Lanes,
+                 delivery: Delivery, notifier: Notifier, instance: Instance, life: Lifecycle,
+                 counters: dict[str, int], faults: Faults | None = None) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.access = access
+        self.commands = commands
+        self.lanes = lanes
+        self.delivery = delivery
+        self.notifier = notifier
+        self.instance = instance
+        self.life = life
+        self.counters = counters
+        self.faults = faults if faults is not None else Faults()
+        # Button id prefix -> handler; features that send buttons (approvals, ...) register here.
+        self.buttons: dict[str, ButtonHandler] = {}
+        self.on_denied: Denied = lambda _adapter, _source: None  # pairing answers strangers
+        self.router: Any = None  # gateway.inbound.routing.SessionRouter: several instances on one database
+        # Messages whose insert failed as the database went away: it may have been committed all the same.
+        self._uncertain: set[tuple[str, str]] = set()
+        # Per session, the last command still running, or a message waiting behind one: what the session sends
+        # next runs after it, so commands and messages keep the order they were sent in.
+        self._in_flight: dict[str, asyncio.Task[None]] = {}
+
+    def key_for(self, source: Source) -> str:
+        return session_key(source, self.cfg.sessions.per_user_in_groups)
+
+    # ---- messages --------------------------------------------------------------------------------
+
+    async def accept(self, adapter: PlatformAdapter, msg: InboundMessage) -> Accepted | None:
+        if self.life.stopping:
+            raise ShuttingDown()
+        if not msg.received_at:
+            msg.received_at = time.time()
+        key = self.key_for(msg.source)
+        msg.text = clean_text(msg.text)  # a platform's lone surrogate or NUL must not fail the insert below
+        if len(msg.text) > MAX_MESSAGE_CHARS and self.access.allowed(msg.source, adapter.trusted):
+            return await self._too_long(adapter, msg, key)
+        payload = msg.to_dict()
+        if not self.access.allowed(msg.source, adapter.trusted):
+            # Stored all the same (finished), so a redelivery is a duplicate and the stranger hears once.
+            if await self.store.inbox_add(adapter.name, msg.platform_message_id, key, payload, owner=self.instance.id,
+                                          status="denied", wait=False) is None:
+                return self._duplicate(adapter, msg)
+            self.counters["messages_denied"] += 1
+            log.info("sender_denied", platform=adapter.name, user_id=msg.source.user_id)
+            self.on_denied(adapter, msg.source)
+            return None
+        if self.router is not None and self.router.enabled:
+            now = time.time()
+            row = {"platform": adapter.name, "platform_message_id": msg.platform_message_id, "session_key": key,
+                   "payload": payload, "status": "pending", "created_at": now, "updated_at": now}
+            routed = await self.router.accept(adapter, msg, key, row)
+            if routed is None:
+                return self._duplicate(adapter, msg)
+            self.counters["messages_accepted"] += 1
+            return routed
+        # The way in never waits for a database that is down (or a full disk): the message is refused
+        # (``Unavailable``), so its platform keeps it and delivers it again; waiting would hold the platform's
+        # event past its ack deadline, and an HTTP caller would not know whether it was taken.
+        try:
+            inbox_id = await self.store.inbox_add(adapter.name, msg.platform_message_id, key, payload,
+                                                  owner=self.instance.id, lease_until=self.instance.lease(),
+                                                  wait=False)
+        except Unavailable:
+            if len(self._uncertain) > 10_000:  # callers who never sent again: forget them, not the process's memory
+                self._uncertain.clear()
+            self._uncertain.add((adapter.name, msg.platform_message_id))
+            raise
+        if inbox_id is None:
+            if (adapter.name, msg.platform_message_id) in self._uncertain:
+                return await self._stored_after_all(adapter, msg, key)
+            return self._duplicate(adapter, msg)
+        self._uncertain.discard((adapter.name, msg.platform_message_id))
+        self.counters["messages_accepted"] += 1
+        item = Accepted(inbox_id, msg, key, self.commands.resolve(msg.command))
+        self.dispatch(adapter, item)
+        return item
+
+    async def _too_long(self, adapter: PlatformAdapter, msg: InboundMessage, key: str) -> None:
+        """A message longer than any turn should take (a platform's own limit is usually far lower): recorded
+        as rejected — so a redelivery is a duplicate — and its sender told, rather than a model call with a
+        megabyte of text and a reply in hundreds of chunks."""
+        length = len(msg.text)
+        msg.text = msg.text[:200]  # the row keeps a sample, not the megabyte
+        if await self.store.inbox_add(adapter.name, msg.platform_message_id, key, msg.to_dict(),
+                                      owner=self.instance.id, status="rejected", wait=False) is None:
+            return self._duplicate(adapter, msg)
+        self.faults.record("bad_request", door=adapter.name, kind="message too long")
+        self.life.spawn(self.notifier.notify(msg.source, f"⚠️ That message is too long for me ({length:,} "
+                                                         f"characters; at most {MAX_MESSAGE_CHARS:,}). Please send "
+                                                         "it in parts, or as a file."), name="inbound:too-long")
+        return None
+
+    async def _stored_after_all(self, adapter: PlatformAdapter, msg: InboundMessage, key: str) -> Accepted | None:
+        """The platform redelivered a message whose insert failed with the database going away — and that
+        insert may have been committed all the same (the server took the COMMIT, the connection dropped before
+        its answer). Then the row is ours and pending, and nothing here dispatched it: take it now, or it
+        waits unanswered (its owner, this instance, is not gone, so no recovery takes it)."""
+        self._uncertain.discard((adapter.name, msg.platform_message_id))
+        row = await self.store.inbox_find(adapter.name, msg.platform_message_id)
+        if row is None or row["status"] != "pending" or row["owner"] != self.instance.id:
+            return self._duplicate(adapter, msg)
+        log.info("inbox_stored_after_all", platform=adapter.name, inbox_id=row["id"])
+        self.counters["messages_accepted"] += 1
+        item = Accepted(row["id"], msg, key, self.commands.resolve(msg.command))
+        self.dispatch(adapter, item)
+        return item
+
+    def _duplicate(self, adapter: PlatformAdapter, msg: InboundMessage) -> None:
+        self.counters["messages_duplicate"] += 1
+        log.info("duplicate_dropped", platform=adapter.name, platform_message_id=msg.platform_message_id)
+        return None
+
+    def dispatch(self, adapter: PlatformAdapter, item: Accepted) -> None:
+        """Commands inline (they must reach a busy session), everything else into the session's lane — after
+        the session's commands still running: a message sent right after /new, /undo or /model is answered in
+        what that command leaves, not in what it was still changing."""
+        before = self._in_flight.get(item.key)
+        if item.command is None and before is None:
+            self.lanes.submit(adapter, item)
+            return
+        if self.lanes.dispatched is not None:
+            self.lanes.dispatched.add(item.inbox_id)
+        step = self.run_command if item.command is not None else self._submit
+        task = self.life.spawn(self._after(before, step, adapter, item),
+                               name=f"command:{item.command.name}" if item.command else "lane:after-command")
+        self._in_flight[item.key] = task
+        task.add_done_callback(lambda done, key=item.key: self._in_flight.pop(key, None)
+                               if self._in_flight.get(key) is done else None)
+
+    async def _submit(self, adapter: PlatformAdapter, item: Accepted) -> None:
+        self.lanes.submit(adapter, item)
+
+    @staticmethod
+    async def _after(before: asyncio.Task[None] | None,
+                     step: Callable[[PlatformAdapter, Accepted], Awaitable[None]],
+                     adapter: PlatformAdapter, item: Accepted) -> None:
+        if before is not None:
+            await asyncio.wait({before})
+        await step(adapter, item)
+
+    async def run_command(self, adapter: PlatformAdapter, item: Accepted) -> None:
+        assert item.command is not None
+        call = item.command
+        source = item.msg.source
+        structlog.contextvars.bind_contextvars(session_key=item.key, platform=adapter.name)
+        try:
+            command = self.commands.lookup(call.name)
+            admin = self.access.admin(source, adapter.trusted)
+            caps = adapter.capabilities
+            if command is None:
+                reply: str | None = (f"Unknown command {caps.command(call.name)}. "
+                                     f"{caps.command('help')} lists the commands.")
+            elif not command.available_on(adapter.name):
+                reply = f"{caps.command(command.name)} is not available here."
+            elif command.admin_only and not admin:
+                reply = f"{caps.command(command.name)} is for admins only."
+            else:
+                reply = await command.handler(CommandContext(adapter, item.msg, item.key, call.args, admin))
+            await self.store.inbox_set(item.inbox_id, "done", expected="pending")
+            if reply:
+                await self._reply(adapter, item, reply)
+        except Exception as exc:
+            log.exception("command_failed", command=call.name)
+            await self.store.inbox_set(item.inbox_id, "failed", error=redact(str(exc)), expected="pending")
+            await self._reply(adapter, item, f"{adapter.capabilities.command(call.name)} failed: {type(exc).__name__}. "
+                                             "Details are in the log.")
+        finally:
+            structlog.contextvars.unbind_contextvars("session_key", "platform")
+
+    async def _reply(self, adapter: PlatformAdapter, item: Accepted, text: str) -> None:
+        msg = item.msg
+        native = bool(msg.command and msg.command.native)
+        out = OutboundMessage(text, thread_id=msg.source.thread_id, reply_handle=msg.reply_handle,
+                              ephemeral=native)
+        try:
+            await self.delivery.deliver(adapter, msg.source.chat_id, out)
+        except Exception as exc:
+            log.warning("command_reply_failed", platform=adapter.name, chat_id=msg.source.chat_id, error=str(exc))
+
+    # ---- button presses ---------------------------------------------------------------------------
+
+    def press(self, adapter: PlatformAdapter, press: ButtonPress) -> None:
+        self.life.spawn(self._press(adapter, press), name="press")
+
+    async def _press(self, adapter: PlatformAdapter, press: ButtonPress) -> None:
+        notice: str | None
+        try:
+            notice = await self.pressed(adapter, press)
+        except Exception as exc:
+            log.exception("button_failed", button_id=press.button_id)
+            notice = f"That did not work ({type(exc).__name__})."
+        try:
+            shown = await adapter.answer_press(press, notice)
+        except Exception as exc:
+            log.info("press_answer_failed", platform=adapter.name, error=str(exc))
+            shown = False
+        if notice and not shown:
+            await self.notifier.notify(press.source, notice)
+
+    async def pressed(self, adapter: PlatformAdapter, press: ButtonPress) -> str | None:
+        """The notice for whoever pressed."""
+        if not self.access.allowed(press.source, adapter.trusted):
+            log.info("button_denied", platform=adapter.name, user_id=press.source.user_id)
+            return "You are not allowed to use this bot."
+        handler = self.buttons.get(press.button_id.split(":", 1)[0])
+        if handler is None:
+            return "This button is no longer active."
+        result: Any = await handler(adapter, press)
+        return result

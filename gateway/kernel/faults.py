@@ -1,0 +1,150 @@
+"""Every fault the daemon meets and survives is visible: counted, logged, and shown by ``/readyz``.
+
+A *fault* is one event of a class in ``FAULT_CLASSES`` (a model 429, a platform 502, a
+malformed request...): ``record`` counts it in ``herald_faults_total{fault}`` and logs one structured
+event ``fault`` naming the class. A *condition* is a fault that lasts (the database is unreachable, the
+disk is full, another poller holds the bot's updates): ``begin`` records it once when it starts and
+``/readyz`` is not ready, giving the reason, until ``end``. Recent faults (the last few minutes) are listed
+by ``/readyz`` too, so an operator sees "model_rate_limited: 12" without reading the log.
+
+Everything here is cheap and callable from any thread (the agent's worker threads meet model faults).
+What it stores and shows is the class and a fixed reason: never exception text, which can carry a token.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from contextvars import ContextVar
+from typing import Any, Protocol
+
+import structlog
+
+log = structlog.get_logger("herald.faults")
+
+RECENT_SECONDS = 300.0
+
+# The classes of faults the daemon counts (herald_faults_total{fault=...}) and names in its log events.
+FAULT_CLASSES = (
+    "platform_rate_limited", "platform_unavailable", "platform_conflict", "platform_rejected",
+    "model_rate_limited", "model_error", "model_timeout", "model_stream_cut", "model_bad_output",
+    "database_unavailable", "disk_full", "bad_request", "clock_jump",
+)
+
+
+class Counter(Protocol):
+    """Where each fault is counted (gateway/kernel/metrics.py's ``Metrics``: ``herald_faults_total{fault}``). A
+    protocol, so the ledger imports nothing of the gateway: the store and the adapters use it from below."""
+
+    def fault(self, fault: str) -> None: ...
+
+
+class _Uncounted:
+    def fault(self, fault: str) -> None:
+        return None
+
+# agent_core's names for what a model endpoint did (LLMClient's ``on_fault``) -> the fault class. The
+# request's own faults (bad_request, context_overflow) and interruptions are not the endpoint's.
+MODEL_FAULTS = {
+    "rate_limit": "model_rate_limited",
+    "timeout": "model_timeout",
+    "stream_cut": "model_stream_cut",
+    "bad_output": "model_bad_output",
+    "server": "model_error",
+    "overloaded": "model_error",
+    "connection": "model_error",
+    "auth": "model_error",
+}
+_MAX_RECENT = 4096  # events kept for the "recent" counts; more than this in five minutes is shown as a floor
+
+
+class Faults:
+    def __init__(self, metrics: Counter | None = None, *, clock: Any = time.monotonic) -> None:
+        self.metrics = metrics if metrics is not None else _Uncounted()
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._recent: deque[tuple[float, str]] = deque(maxlen=_MAX_RECENT)
+        self._conditions: dict[str, tuple[str, str, float]] = {}  # name -> (fault class, reason, since)
+
+    def record(self, fault: str, **fields: Any) -> None:
+        """One fault of class ``fault``: counted, and logged as one event. ``fields`` are plain data (a
+        platform name, a status code, an attempt number), never exception text."""
+        if fault not in FAULT_CLASSES:
+            raise ValueError(f"unknown fault class {fault!r}")
+        with self._lock:
+            self._recent.append((self._clock(), fault))
+        self.metrics.fault(fault)
+        log.warning("fault", fault=fault, **fields)
+
+    def model(self, kind: str) -> None:
+        """A model endpoint's fault as agent_core names it (``LLMClient(on_fault=...)``), from a worker thread."""
+        fault = MODEL_FAULTS.get(kind)
+        if fault is not None:
+            self.record(fault, kind=kind)
+
+    def begin(self, condition: str, fault: str, reason: str, **fields: Any) -> bool:
+        """A lasting fault starts (``condition`` names it, e.g. ``database`` or ``telegram``): recorded once,
+        however often it is reported while it lasts; ``/readyz`` is not ready until ``end``. True when it
+        was not already on."""
+        with self._lock:
+            if condition in self._conditions:
+                return False
+            self._conditions[condition] = (fault, reason, self._clock())
+        self.record(fault, condition=condition, **fields)
+        return True
+
+    def end(self, condition: str) -> bool:
+        """The condition is over (logged once, with how long it lasted). True when it was on."""
+        with self._lock:
+            entry = self._conditions.pop(condition, None)
+        if entry is None:
+            return False
+        fault, _reason, since = entry
+        log.info("fault_cleared", fault=fault, condition=condition,
+                 seconds=round(self._clock() - since, 1))
+        return True
+
+    def active(self, condition: str) -> bool:
+        with self._lock:
+            return condition in self._conditions
+
+    def conditions(self) -> dict[str, dict[str, Any]]:
+        """What is wrong now, for ``/readyz``: condition -> fault class, fixed reason, seconds so far."""
+        now = self._clock()
+        with self._lock:
+            items = list(self._conditions.items())
+        return {name: {"fault": fault, "reason": reason, "seconds": round(now - since, 1)}
+                for name, (fault, reason, since) in items}
+
+    def recent(self, seconds: float = RECENT_SECONDS) -> dict[str, int]:
+        """Faults per class over the last ``seconds``."""
+        horizon = self._clock() - seconds
+        counts: dict[str, int] = {}
+        with self._lock:
+            for at, fault in reversed(self._recent):
+                if at < horizon:
+                    break
+                counts[fault] = counts.get(fault, 0) + 1
+        return counts
+
+
+NULL_FAULTS = Faults()
+
+
+# Whether an operation on the database waits (retrying) while it is unavailable. Work already taken does; a
+# caller who is there to read (an HTTP GET: the dashboard, a chat's history) is better answered 503 at once.
+WAIT_WHILE_UNAVAILABLE: ContextVar[bool] = ContextVar("herald_wait_while_unavailable", default=True)
+
+
+class Unavailable(Exception):
+    """Something the daemon needs to take new work is down for a while (the database is unreachable, its disk
+    is full): the work is refused, not half-taken. An adapter does not acknowledge the platform's event, so
+    the platform delivers it again later; an HTTP caller gets a 503 with ``reason``, a fixed text fit for a
+    user (never exception text)."""
+
+    def __init__(self, condition: str, fault: str, reason: str) -> None:
+        super().__init__(reason)
+        self.condition = condition
+        self.fault = fault
+        self.reason = reason

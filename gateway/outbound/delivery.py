@@ -1,0 +1,334 @@
+"""Outbound: the adapter renders markdown into its dialect, delivery chunks it and sends in order per chat.
+
+Rate limits make only the affected chat wait (an ``asyncio.sleep`` in that chat's lane), transient errors
+are retried with backoff, permanent ones are recorded and reported. A reply's chunks go through the outbox:
+each is written ``sending`` before the send and ``sent`` (with every id the platform gave it) after, so a
+restart mid-delivery skips what was sent and knows which chunk may or may not be out. Such a chunk is sent
+again with the same idempotency key — a platform that de-duplicates with it shows it once; elsewhere the
+user is told first that it may repeat.
+
+A streamed reply (gateway/outbound/streaming/) opens its messages here too (``open_stream``: outbox ``sending`` ->
+``streamed`` with the message's id); the final delivery edits each streamed message into the chunk of its
+index instead of sending it, so the reply is shown once whether or not a restart came in between.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from gateway.kernel.chunking import chunk_text, to_plain
+from gateway.kernel.logs import redact
+from gateway.kernel.metrics import NULL_METRICS, Metrics
+from gateway.outbound.pacing import ChatPacer
+from gateway.platforms.base import (
+    NO_FAULTS,
+    FaultSink,
+    FormattingError,
+    OutboundMessage,
+    PermanentError,
+    PlatformAdapter,
+    RateLimited,
+    Source,
+    TransientError,
+)
+from gateway.storage.store import NotExpected, Store
+
+log = structlog.get_logger("herald.delivery")
+
+MAYBE_REPEATED = ("↻ Herald restarted while sending my answer; the next part may repeat one you already "
+                  "have.")
+# However short the platform's retry_after, a chunk is not sent more often than this while rate limited.
+_MAX_RATE_ATTEMPTS = 1000
+# What a streamed message the final reply does not need (it came out shorter than the stream) is edited to.
+UNUSED_STREAM_TEXT = "⋯"
+
+
+@dataclass
+class DeliveryReport:
+    message_ids: list[str] = field(default_factory=list)
+    failed: bool = False
+    error: str | None = None
+
+
+def chunk_key(row: Mapping[str, Any] | None, inbox_id: int | None, index: int) -> str:
+    """The idempotency key of a reply's chunk: drawn at random when the chunk is first begun and stored on its
+    outbox row, the same when that chunk is resent. Not derived from the inbox id, which SQLite reuses once
+    the newest rows are deleted: a new answer would carry a key the platform has already seen, and be
+    swallowed as a repeat. A row an older Herald began without one was sent with ``herald-<inbox>-<chunk>``."""
+    if row is None:
+        return f"herald-{uuid.uuid4().hex}"
+    return row.get("idempotency_key") or f"herald-{inbox_id}-{index}"
+
+
+class Delivery:
+    def __init__(self, store: Store, metrics: Metrics | None = None, *, max_outage: float = 600.0,
+                 base_delay: float = 1.0, max_delay: float = 60.0, owner: str | None = None,
+                 faults: FaultSink = NO_FAULTS, max_rate_wait: float = 900.0) -> None:
+        self.store = store
+        # A chunk waits out a platform's rate limits for this long in all before it is given up: bounded by time,
+        # not by a count, so a minute of 429s with retry_after 1 (a busy group) loses nothing.
+        self.max_rate_wait = max_rate_wait
+        # Each 429, transient failure and permanent refusal a platform serves is counted there (/readyz, metrics).
+        self.faults = faults
+        # This instance: the answer to an inbox row is sent only while the row is its own (another instance
+        # that took the row over after this one stalled past its lease sends it instead).
+        self.owner = owner
+        self.metrics = metrics or NULL_METRICS
+        # Likewise a platform that is down (5xx, resets, timeouts): retried with backoff for this long in all.
+        # Six attempts (~30 s) lost every reply of a platform outage longer than that.
+        self.max_outage = max_outage
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self.pacer = ChatPacer()
+        # Messages sent per chat: a streamed reply that sees this move knows something was posted below it.
+        self._posted: dict[tuple[str, str], int] = {}
+
+    def _lock(self, platform: str, chat_id: str) -> asyncio.Lock:
+        key = (platform, chat_id)
+        lock = self._locks.get(key)
+        if lock is None:
+            if len(self._locks) > 10_000:
+                for k in [k for k, v in self._locks.items() if not v.locked()]:
+                    del self._locks[k]
+            lock = self._locks[key] = asyncio.Lock()
+        return lock
+
+    def posted(self, platform: str, chat_id: str) -> int:
+        return self._posted.get((platform, chat_id), 0)
+
+    def _count_post(self, platform: str, chat_id: str) -> None:
+        if len(self._posted) > 10_000:
+            self._posted.clear()  # a stream that then sees its chat "changed" only starts a new message
+        key = (platform, chat_id)
+        self._posted[key] = self._posted.get(key, 0) + 1
+
+    async def deliver(self, adapter: PlatformAdapter, chat_id: str, out: OutboundMessage,
+                      inbox_id: int | None = None, resume: bool = False, finish_inbox: bool = False,
+                      edit_interval: float = 0.0, *, ref: str | None = None,
+                      guard: Callable[[Any], bool] | None = None) -> DeliveryReport:
+        """Send ``out``. With ``inbox_id`` it is the answer to that message (with ``ref``, a delivery of its own
+        that must not repeat either): chunks go through the outbox and ``resume`` carries on from what it
+        records (a streamed message is edited into its chunk, at most once per ``edit_interval`` in the
+        chat). Each chunk is begun only while this instance owns the delivery (the inbox row, or what
+        ``guard`` checks); ``NotExpected`` when another instance took it over.
+
+        With ``finish_inbox`` the inbox row becomes done (or failed) in the same commit as the last chunk.
+        """
+        caps = adapter.capabilities
+        chunks = chunk_text(adapter.render(out.text), caps.max_message_length, adapter.measure, caps.dialect) or [" "]
+        durable = inbox_id is not None or ref is not None
+        if guard is None and inbox_id is not None and self.owner is not None:
+            guard = self.store.owns_inbox_row(inbox_id, self.owner)
+        state = await self.store.outbox_chunks(inbox_id, ref) if durable and resume else {}
+        finish = finish_inbox and durable
+        report = DeliveryReport()
+        async with self._lock(adapter.name, chat_id):
+            last = len(chunks) - 1
+            for index, chunk in enumerate(chunks):
+                row = state.get(index)
+                if row is not None and row["status"] == "sealed":
+                    row = None  # a streamed message left where it was: this chunk is sent anew
+                if row is not None and row["status"] == "sent":
+                    if finish and index == last:
+                        await self.store.inbox_set(inbox_id, "done", expected="replied")  # type: ignore[arg-type]
+                    continue
+                piece = OutboundMessage(
+                    text=chunk, buttons=out.buttons if index == last else [],
+                    reply_to=out.reply_to if index == 0 else None, thread_id=out.thread_id,
+                    reply_handle=out.reply_handle, ephemeral=out.ephemeral,
+                )
+                reuse = row["id"] if row is not None else None
+                if row is not None and row["status"] == "streamed" and row.get("platform_message_id"):
+                    ids = await self._finish_streamed(adapter, chat_id, chunk, piece, row, edit_interval)
+                    if ids is not None:
+                        report.message_ids.extend(ids)
+                        await self._record(row["id"], inbox_id, adapter.name, chat_id, index, ids, "sent", None,
+                                           "done" if finish and index == last else None)
+                        continue
+                    row = None  # the message is gone: the chunk goes out as a new one, under a new key
+                key = chunk_key(row, inbox_id, index) if durable else uuid.uuid4().hex
+                row_id = None
+                if durable:
+                    if row is not None and row["status"] == "sending" and not caps.idempotent_send:
+                        await self._notice(adapter, chat_id, out)
+                    row_id = await self.store.outbox_begin(
+                        inbox_id, adapter.name, chat_id, index, key=key, ref=ref, guard=guard, row_id=reuse)
+                    if row_id is None:
+                        raise NotExpected(f"the delivery of {ref or f'inbox row {inbox_id}'} was taken over by "
+                                          "another instance")
+                try:
+                    ids = await self._send_one(adapter, chat_id, chunk, piece, key)
+                    if (row is not None and row["status"] == "sending" and caps.idempotent_send
+                            and caps.edits and ids):
+                        # The platform may have handed back the message a stream opened under this key before
+                        # the restart, still showing the reply half-written: it gets the chunk's text.
+                        await self._send_one(adapter, chat_id, chunk, piece, key, edit_id=ids[0])
+                except PermanentError as exc:
+                    # Stored and shown (outbox, cron run rows, CLIs): an SDK error can quote a URL with the token.
+                    report.failed, report.error = True, redact(str(exc))
+                    await self._record(row_id, inbox_id, adapter.name, chat_id, index, [], "failed", report.error,
+                                       "failed" if finish else None)
+                    log.warning("delivery_failed", platform=adapter.name, chat_id=chat_id, chunk=index, error=str(exc))
+                    self.metrics.delivered(adapter.name, False)
+                    return report
+                report.message_ids.extend(ids)
+                await self._record(row_id, inbox_id, adapter.name, chat_id, index, ids, "sent", None,
+                                   "done" if finish and index == last else None)
+            for index, row in sorted(state.items()):
+                if index > last and row["status"] == "streamed":
+                    await self._unused_stream(adapter, chat_id, row, out)
+        self.metrics.delivered(adapter.name, True)
+        return report
+
+    async def _finish_streamed(self, adapter: PlatformAdapter, chat_id: str, chunk: str, piece: OutboundMessage,
+                               row: Mapping[str, Any], interval: float) -> list[str] | None:
+        """Edit a streamed message into its final chunk: its id, or None when it can no longer be edited
+        (deleted meanwhile) and the chunk must be sent instead."""
+        message_id = str(row["platform_message_id"]).split(" ")[0]
+        await self.pacer.wait(adapter.name, chat_id, interval)
+        try:
+            await self._send_one(adapter, chat_id, chunk, piece, "", edit_id=message_id)
+        except PermanentError as exc:
+            log.info("stream_edit_failed", platform=adapter.name, chat_id=chat_id, error=redact(str(exc)))
+            return None
+        finally:
+            self.pacer.done(adapter.name, chat_id)
+        return [message_id]
+
+    async def _unused_stream(self, adapter: PlatformAdapter, chat_id: str, row: Mapping[str, Any],
+                             out: OutboundMessage) -> None:
+        message_id = str(row["platform_message_id"]).split(" ")[0]
+        try:
+            await self._send_one(adapter, chat_id, adapter.render(UNUSED_STREAM_TEXT),
+                                 OutboundMessage(UNUSED_STREAM_TEXT, thread_id=out.thread_id), "", edit_id=message_id)
+        except PermanentError:
+            pass
+        await self.store.outbox_finish(row["id"], "sealed", [message_id], None, None, None)
+
+    async def open_stream(self, adapter: PlatformAdapter, chat_id: str, text: str, piece: OutboundMessage,
+                          inbox_id: int, index: int) -> tuple[int, str, int]:
+        """A streamed reply's message ``index``: recorded ``sending`` before it goes out and ``streamed`` with its
+        id after. Returns (outbox row, message id, the chat's post count after it). Raises ``DeliveryError``."""
+        key = chunk_key(None, inbox_id, index)
+        guard = self.store.owns_inbox_row(inbox_id, self.owner) if self.owner is not None else None
+        async with self._lock(adapter.name, chat_id):
+            row_id = await self.store.outbox_begin(inbox_id, adapter.name, chat_id, index, key=key, guard=guard)
+            if row_id is None:  # another instance took the message over: the reply is its to show
+                raise PermanentError("the message was taken over by another instance")
+            try:
+                ids = await self._send_one(adapter, chat_id, text, piece, key, retry=False, count=False)
+            except BaseException:
+                self.pacer.done(adapter.name, chat_id)  # the next attempt waits its turn
+                # Sealed, not failed: the final chunk must not reuse this key (an idempotent platform would
+                # hand back whatever the attempt left, half-written).
+                await asyncio.shield(self.store.outbox_finish(row_id, "sealed", [], "stream message not sent",
+                                                              None, None))
+                raise
+            if not ids:
+                await self.store.outbox_finish(row_id, "sealed", [], "no message id", None, None)
+                raise PermanentError("the platform gave the message no id")
+            await self.store.outbox_finish(row_id, "streamed", ids[:1], None, None, None)
+            self.pacer.done(adapter.name, chat_id)
+            return row_id, ids[0], self.posted(adapter.name, chat_id)
+
+    async def seal_stream(self, row_id: int, message_id: str) -> None:
+        """A streamed message stays as it is and is no longer a chunk of the reply."""
+        await self.store.outbox_finish(row_id, "sealed", [message_id], None, None, None)
+
+    async def _record(self, row_id: int | None, inbox_id: int | None, platform: str, chat_id: str, index: int,
+                      ids: list[str], status: str, error: str | None, finish_inbox: str | None) -> None:
+        if row_id is not None:
+            await self.store.outbox_finish(row_id, status, ids, error, inbox_id, finish_inbox)
+        else:
+            await self.store.outbox_record(inbox_id, platform, chat_id, index, " ".join(ids) or None, status, error)
+
+    async def _notice(self, adapter: PlatformAdapter, chat_id: str, out: OutboundMessage) -> None:
+        try:
+            text = adapter.render(MAYBE_REPEATED)
+            await self._send_one(adapter, chat_id, text, OutboundMessage(text, thread_id=out.thread_id),
+                                 uuid.uuid4().hex)
+        except Exception as exc:
+            log.warning("delivery_notice_failed", platform=adapter.name, chat_id=chat_id, error=str(exc))
+
+    async def _send_one(self, adapter: PlatformAdapter, chat_id: str, chunk: str, piece: OutboundMessage,
+                        key: str, *, edit_id: str | None = None, retry: bool = True, count: bool = True) -> list[str]:
+        """Send ``chunk`` (or, with ``edit_id``, put it into that message), retried as errors allow; with
+        ``retry`` False a rate limit or a transient error is raised at once. ``count``: the message is
+        counted as posted in the chat (a stream's own messages are not: two replies streaming in one chat
+        must not keep starting new messages below each other)."""
+        attempt = 0
+        plain = False
+        rate_waited = outage_waited = 0.0
+        while True:
+            attempt += 1
+            try:
+                if edit_id is not None:
+                    await adapter.edit(chat_id, edit_id, chunk, piece.buttons, thread_id=piece.thread_id)
+                    return [edit_id]
+                try:
+                    ids = await adapter.send(chat_id, chunk, piece, idempotency_key=key)
+                except PermanentError:
+                    self.faults.record("platform_rejected", platform=adapter.name)
+                    raise
+                if count:
+                    self._count_post(adapter.name, chat_id)
+                return list(ids)
+            except FormattingError:
+                if plain:
+                    raise PermanentError("the platform rejected the message even as plain text") from None
+                # Same words, no formatting: never truncated, never dropped.
+                plain = True
+                chunk = to_plain(chunk)
+                piece = OutboundMessage(text=chunk, buttons=piece.buttons, reply_to=piece.reply_to,
+                                        thread_id=piece.thread_id, reply_handle=piece.reply_handle,
+                                        ephemeral=piece.ephemeral)
+                attempt -= 1
+            except RateLimited as exc:
+                self.faults.record("platform_rate_limited", platform=adapter.name, retry_after=exc.retry_after)
+                self.pacer.backoff(adapter.name, chat_id, exc.retry_after)
+                if not retry:
+                    raise
+                wait = max(exc.retry_after, 0.05)
+                if rate_waited + wait > self.max_rate_wait or attempt >= _MAX_RATE_ATTEMPTS:
+                    raise PermanentError(f"still rate limited after {attempt} attempts "
+                                         f"({round(rate_waited)} s)") from exc
+                rate_waited += wait
+                log.info("rate_limited", platform=adapter.name, chat_id=chat_id, retry_after=exc.retry_after)
+                await asyncio.sleep(wait)
+            except TransientError as exc:
+                self.faults.record("platform_unavailable", platform=adapter.name, attempt=attempt)
+                if not retry:
+                    raise
+                delay = min(self.max_delay, self.base_delay * 2 ** min(attempt - 1, 30)) * (0.5 + random.random() / 2)
+                if outage_waited + delay > self.max_outage:
+                    raise PermanentError(f"gave up after {attempt} attempts ({round(outage_waited)} s): {exc}") from exc
+                outage_waited += delay
+                log.info("send_retry", platform=adapter.name, chat_id=chat_id, attempt=attempt, delay=round(delay, 2),
+                         error=str(exc))
+                await asyncio.sleep(delay)
+
+
+class Notices:
+    """Short gateway notices into a chat (not model replies), through delivery; failures are logged only."""
+
+    def __init__(self, delivery: Delivery, adapters: Mapping[str, PlatformAdapter]) -> None:
+        self.delivery = delivery
+        self.adapters = adapters
+
+    async def notify(self, source: Source, text: str) -> None:
+        adapter = self.adapters.get(source.platform)
+        if adapter is None:
+            log.warning("notice_dropped", platform=source.platform, reason="platform not enabled")
+            return
+        try:
+            await self.delivery.deliver(adapter, source.chat_id, OutboundMessage(text, thread_id=source.thread_id))
+        except Exception as exc:
+            log.warning("notice_failed", platform=adapter.name, chat_id=source.chat_id, error=str(exc))

@@ -1,0 +1,361 @@
+"""The schema as Herald shipped it before migrations (tables created by ``create_schema``).
+
+A database made by an older Herald has these tables, perhaps without columns added later (they were all
+nullable and added in place): this revision creates what is missing and adds the missing columns, so every
+database reaches the same starting point. The tables are a frozen copy: later changes belong in later
+revisions, never here.
+
+Revision ID: 0001
+Revises:
+"""
+
+from __future__ import annotations
+
+from alembic import op
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    inspect,
+)
+from sqlalchemy.schema import CreateColumn
+
+revision = "0001"
+down_revision = None
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    bind = op.get_bind()
+    metadata = baseline(MetaData())
+    metadata.create_all(bind, checkfirst=True)
+    inspector = inspect(bind)
+    for table in metadata.sorted_tables:
+        present = {c["name"] for c in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name not in present:
+                # Every column an older Herald added after a table's first release was nullable.
+                ddl = CreateColumn(column).compile(dialect=bind.dialect)
+                op.execute(f"ALTER TABLE {table.name} ADD COLUMN {ddl}")
+        # An older Herald added columns but never the indexes declared with them.
+        indexes = {i["name"] for i in inspector.get_indexes(table.name)}
+        for index in table.indexes:
+            if index.name not in indexes:
+                index.create(bind)
+
+
+def downgrade() -> None:
+    raise NotImplementedError("Herald's schema is not downgraded: restore a backup instead")
+
+
+def baseline(metadata: MetaData) -> MetaData:
+
+    # ---- conversations: sessions, their messages, the inbox and the outbox ------------------------------
+
+    Table(
+        "sessions",
+        metadata,
+        Column("id", String(36), primary_key=True),
+        Column("key", String(512), nullable=False),
+        Column("parent_id", String(36), nullable=True),
+        Column("platform", String(32), nullable=False),
+        Column("system_prompt", Text, nullable=True),
+        Column("created_at", Float, nullable=False),
+        Column("updated_at", Float, nullable=False),
+        Column("ended_at", Float, nullable=True),
+        Column("end_reason", String(64), nullable=True),
+        Index("ix_sessions_key_active", "key", "ended_at"),
+    )
+
+    Table(
+        "messages",
+        metadata,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("session_id", String(36), nullable=False, index=True),
+        Column("role", String(16), nullable=False),
+        Column("content", JSON, nullable=True),
+        Column("tool_calls", JSON, nullable=True),
+        Column("tool_call_id", String(128), nullable=True),
+        Column("created_at", Float, nullable=False),
+        # The inbox row whose turn wrote it: a turn's steps are stored as they happen, and a turn recovered
+        # after a crash resumes after its last stored step instead of running its tools again.
+        Column("inbox_id", Integer, nullable=True),
+        Index("ix_messages_inbox", "inbox_id"),
+    )
+
+    Table(
+        "inbox",
+        metadata,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("platform", String(32), nullable=False),
+        Column("platform_message_id", String(256), nullable=False),
+        Column("session_key", String(512), nullable=False),
+        Column("payload", JSON, nullable=False),
+        # pending -> replied (answer stored, delivery under way) -> done | failed | cancelled | rejected | denied
+        Column("status", String(16), nullable=False),
+        Column("reply", Text, nullable=True),
+        Column("error", Text, nullable=True),
+        Column("created_at", Float, nullable=False),
+        Column("updated_at", Float, nullable=False),
+        # The instance working on the row and until when; another instance takes an unfinished row over only
+        # once its owner is gone or the lease ran out (instances renew their leases while they live).
+        Column("owner", String(300), nullable=True),
+        Column("lease_until", Float, nullable=True),
+        UniqueConstraint("platform", "platform_message_id", name="uq_inbox_platform_message"),
+        Index("ix_inbox_status", "status"),
+    )
+
+    Table(
+        "outbox",
+        metadata,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("inbox_id", Integer, nullable=True, index=True),
+        Column("platform", String(32), nullable=False),
+        Column("chat_id", String(256), nullable=False),
+        Column("chunk_index", Integer, nullable=False),
+        # Every message id the platform gave the chunk, space-separated.
+        Column("platform_message_id", String(1024), nullable=True),
+        # sending (written before the send: after a crash the chunk may or may not be out) -> sent | failed
+        Column("status", String(16), nullable=False),
+        Column("error", Text, nullable=True),
+        Column("created_at", Float, nullable=False),
+        Column("updated_at", Float, nullable=True),
+    )
+
+    # Live daemons sharing the database, each renewing its heartbeat: an owner whose heartbeat is old is gone.
+    Table(
+        "instances",
+        metadata,
+        Column("id", String(300), primary_key=True),  # host:pid:start
+        Column("host", String(256), nullable=False),
+        Column("pid", Integer, nullable=False),
+        Column("profile", String(128), nullable=True),
+        Column("started_at", Float, nullable=False),
+        Column("heartbeat_at", Float, nullable=False),
+    )
+
+    Table(
+        "chat_log",
+        metadata,
+        Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+        Column("platform", String(32), nullable=False),
+        Column("chat_id", String(256), nullable=False),
+        Column("message_id", String(256), nullable=False),
+        Column("role", String(16), nullable=False),
+        Column("user_id", String(256), nullable=True),
+        Column("text", Text, nullable=False),
+        Column("buttons", JSON, nullable=True),
+        Column("created_at", Float, nullable=False),
+        Column("updated_at", Float, nullable=False),
+        UniqueConstraint("platform", "message_id", name="uq_chat_log_message"),
+        Index("ix_chat_log_chat", "platform", "chat_id", "id"),
+    )
+
+    # Per platform and chat, where an adapter reads from again after a restart: the id of the last message it
+    # took there (platforms that do not redeliver what was posted while the bot was away read it back).
+    Table(
+        "platform_cursors",
+        metadata,
+        Column("platform", String(32), primary_key=True),
+        Column("chat_id", String(256), primary_key=True),
+        Column("position", String(256), nullable=False),
+        Column("updated_at", Float, nullable=False),
+    )
+
+    # ---- approvals of dangerous commands (gateway/approvals/) ----------------------------------------
+
+    Table(
+        "approvals",
+        metadata,
+        Column("id", String(16), primary_key=True),
+        Column("session_key", String(512), nullable=False),
+        Column("platform", String(32), nullable=False),
+        Column("chat_id", String(256), nullable=False),
+        Column("thread_id", String(256), nullable=True),
+        Column("requested_by", String(256), nullable=True),  # the user who started the turn
+        Column("turn_id", String(32), nullable=True),
+        Column("command", Text, nullable=False),  # redacted, as shown in the prompt
+        # sha256 of the exact command text (not normalised): ties a cron job's approved script to this decision.
+        Column("command_sha256", String(64), nullable=True),
+        Column("reason", Text, nullable=True),
+        Column("level", String(16), nullable=False),  # dangerous | hardline | safe (a cron job's script)
+        # pending -> approved | denied | expired | forbidden
+        Column("status", String(16), nullable=False),
+        # approved: once | session | always | allow (config) | off (mode) | cron
+        Column("scope", String(16), nullable=True),
+        Column("decided_by", String(256), nullable=True),
+        # button | command | timeout | stop | new | interrupted | restart | auto | error
+        Column("decided_via", String(32), nullable=True),
+        Column("prompt_message_id", String(256), nullable=True),
+        Column("owner", String(300), nullable=True),  # the instance waiting for the answer
+        Column("created_at", Float, nullable=False),
+        Column("decided_at", Float, nullable=True),
+        Index("ix_approvals_status", "status"),
+        Index("ix_approvals_created", "created_at"),
+    )
+
+    Table(
+        "approval_allowlist",
+        metadata,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("command_hash", String(64), nullable=False, unique=True),
+        Column("command", Text, nullable=False),  # redacted, for display
+        Column("added_by", String(256), nullable=True),
+        Column("approval_id", String(16), nullable=True),
+        Column("created_at", Float, nullable=False),
+    )
+
+    Table(
+        "approval_session_grants",
+        metadata,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("session_key", String(512), nullable=False),
+        Column("command_hash", String(64), nullable=False),
+        Column("granted_by", String(256), nullable=True),
+        Column("created_at", Float, nullable=False),
+        UniqueConstraint("session_key", "command_hash", name="uq_approval_grant"),
+    )
+
+    # ---- pairing of unknown users (gateway/inbound/pairing.py) -----------------------------------------------
+
+    Table(
+        "pairing_codes",
+        metadata,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("platform", String(32), nullable=False),
+        Column("user_id", String(256), nullable=False),
+        Column("chat_id", String(256), nullable=False),
+        Column("user_name", String(256), nullable=True),
+        Column("code_hash", String(64), nullable=False),
+        Column("status", String(16), nullable=False),  # pending -> approved | superseded | expired
+        Column("created_at", Float, nullable=False),
+        Column("expires_at", Float, nullable=False),
+        Index("ix_pairing_codes_lookup", "platform", "code_hash"),
+        Index("ix_pairing_codes_pending", "platform", "status"),
+    )
+
+    Table(
+        "paired_users",
+        metadata,
+        Column("platform", String(32), primary_key=True),
+        Column("user_id", String(256), primary_key=True),
+        Column("chat_id", String(256), nullable=True),
+        Column("user_name", String(256), nullable=True),
+        Column("approved_by", String(256), nullable=True),
+        Column("approved_at", Float, nullable=False),
+        Column("notified_at", Float, nullable=True),  # the user was told; null: the daemon still has to
+    )
+
+    Table(
+        "pairing_failures",
+        metadata,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("platform", String(32), nullable=False),
+        Column("at", Float, nullable=False),
+        Index("ix_pairing_failures", "platform", "at"),
+    )
+
+    Table(
+        "pairing_lockouts",
+        metadata,
+        Column("platform", String(32), primary_key=True),
+        Column("until", Float, nullable=False),
+    )
+
+    # ---- scheduled jobs (cron/) ----------------------------------------------------------------------
+
+    Table(
+        "cron_jobs",
+        metadata,
+        Column("id", String(16), primary_key=True),
+        Column("name", String(200), nullable=False),
+        Column("prompt", Text, nullable=False),
+        Column("schedule", String(200), nullable=False),
+        Column("kind", String(16), nullable=False),  # once | interval | cron
+        Column("tz", String(64), nullable=True),
+        Column("run_at", Float, nullable=True),  # once: the moment
+        Column("deliver", String(1000), nullable=False),  # comma-separated targets
+        Column("origin", JSON, nullable=True),  # the chat it was created from (Source.to_dict())
+        Column("enabled", Boolean, nullable=False),
+        Column("repeat", Integer, nullable=True),  # stop after this many runs; None = forever
+        Column("runs_done", Integer, nullable=False),
+        Column("script", Text, nullable=True),
+        # Who vouches for the script (cron/jobs.py script_problem): "operator" (`herald cron add`, trusted) or
+        # "agent" (the cronjob tool: a person approved this exact text in the chat). None: nobody; it is not run.
+        Column("script_source", String(16), nullable=True),
+        Column("script_approved_by", String(256), nullable=True),  # agent: "platform:user_id" of the approver
+        Column("script_approval_id", String(16), nullable=True),  # agent: the approvals row of that decision
+        Column("no_agent", Boolean, nullable=False),
+        Column("model", String(200), nullable=True),
+        Column("timeout_seconds", Float, nullable=True),
+        Column("next_run_at", Float, nullable=True),  # None: finished (or a one-shot that already ran)
+        Column("last_run_at", Float, nullable=True),
+        Column("last_status", String(16), nullable=True),
+        Column("run_requested_at", Float, nullable=True),  # `run ID` from the CLI / chat / tool
+        Column("created_by", String(256), nullable=True),
+        Column("created_at", Float, nullable=False),
+        Column("updated_at", Float, nullable=False),
+    )
+
+    Table(
+        "cron_runs",
+        metadata,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("job_id", String(16), nullable=False),
+        Column("due_at", Float, nullable=False),
+        Column("trigger", String(16), nullable=False),  # scheduled | manual | missed
+        # running -> ok | failed | timed_out; or missed (never started)
+        Column("status", String(16), nullable=False),
+        Column("output", Text, nullable=True),
+        Column("error", Text, nullable=True),
+        # pending -> delivered | failed (retrying while attempts remain) | local | silent | none
+        Column("delivery_status", String(16), nullable=False),
+        Column("delivery_error", Text, nullable=True),
+        Column("delivery_attempts", Integer, nullable=False),
+        Column("started_at", Float, nullable=True),
+        Column("finished_at", Float, nullable=True),
+        Column("delivered_at", Float, nullable=True),
+        # While a delivery is unfinished: the message, the targets still owed it, and who is delivering until
+        # when. A delivery whose owner died (restart, crash) is taken over from these, so an "ok" run is never
+        # left undelivered.
+        Column("delivery_text", Text, nullable=True),
+        Column("delivery_targets", String(1000), nullable=True),
+        Column("delivery_owner", String(300), nullable=True),
+        Column("delivery_lease_until", Float, nullable=True),
+        UniqueConstraint("job_id", "due_at", name="uq_cron_runs_job_due"),
+        Index("ix_cron_runs_job", "job_id", "id"),
+    )
+
+    Table(
+        "cron_home_chats",
+        metadata,
+        Column("platform", String(32), primary_key=True),
+        Column("chat_id", String(256), nullable=False),
+        Column("thread_id", String(256), nullable=True),
+        Column("set_by", String(256), nullable=True),
+        Column("set_at", Float, nullable=False),
+    )
+
+    # ---- credential locks (gateway/cluster/locks.py) ---------------------------------------------------------
+
+    Table(
+        "credential_lock_holders",
+        metadata,
+        Column("lock_key", BigInteger, primary_key=True),
+        Column("scope", String(64), nullable=False),
+        Column("pid", Integer, nullable=True),
+        Column("profile", String(128), nullable=True),
+        Column("host", String(256), nullable=True),
+        Column("acquired_at", Float, nullable=False),
+    )
+    return metadata

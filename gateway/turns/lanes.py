@@ -1,0 +1,259 @@
+"""Session lanes: each session key has a FIFO of accepted messages and at most one running turn.
+
+A message for an idle session starts a turn at once; one for a busy session waits its turn (``busy_mode:
+queue``, the sender is told) or replaces the running turn (``interrupt``). The queue is bounded
+(``gateway.max_queue``): past it the sender is told plainly and the message is marked rejected, never
+silently dropped. Lanes disappear when they are empty and idle. One watchdog ends turns that make no
+progress for ``gateway.turn_timeout_seconds``.
+
+Before a message's turn its adapter does what it left for after the acknowledgement (``prepare``: the
+files the message came with are downloaded). The lane waits meanwhile, not the platform's ack: the chat's
+next message stays behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from gateway.cluster.instance import Instance
+from gateway.config import GatewayConfig
+from gateway.platforms.base import Accepted, InboundMessage, PlatformAdapter
+from gateway.ports import Lifecycle, Notifier
+from gateway.storage.store import Store
+
+log = structlog.get_logger("herald.lanes")
+
+
+@dataclass(eq=False)
+class Turn:
+    id: str
+    key: str
+    item: Accepted
+    interrupt: Any  # threading.Event
+    abandoned: asyncio.Future[str]
+    started: float
+    last_activity: float
+    last_step: str = "starting"
+
+    def abandon(self, reason: str) -> bool:
+        self.interrupt.set()
+        if self.abandoned.done():
+            return False
+        self.abandoned.set_result(reason)
+        return True
+
+
+@dataclass(eq=False)
+class Lane:
+    key: str
+    queue: deque[Accepted] = field(default_factory=deque)
+    turn: Turn | None = None
+    task: asyncio.Task[None] | None = None
+    adapter: PlatformAdapter | None = None  # a session key names one platform: the adapter of its messages
+
+
+RunTurn = Callable[[Lane, Accepted], Awaitable[None]]
+
+
+class Lanes:
+    def __init__(self, cfg: GatewayConfig, store: Store, notifier: Notifier, life: Lifecycle, instance: Instance,
+                 counters: dict[str, int]) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.notifier = notifier
+        self.life = life
+        self.instance = instance
+        self.counters = counters
+        self.lanes: dict[str, Lane] = {}
+        self.run_turn: RunTurn | None = None  # the turn executor's ``run``, set when it is built
+        # Inbox ids dispatched in this process (lanes and commands), while several instances share the
+        # database (gateway/inbound/routing.py): a row found again by a poll is not dispatched twice.
+        self.dispatched: set[int] | None = None
+        # Adapters whose first recovery after (re)connecting is still running: their new messages queue but wait,
+        # so a message accepted before a restart is answered before one the same chat sent after it.
+        self._held: set[str] = set()
+
+    def lane(self, key: str) -> Lane | None:
+        return self.lanes.get(key)
+
+    # ---- in --------------------------------------------------------------------------------------
+
+    def submit(self, adapter: PlatformAdapter, item: Accepted, notify: bool = True) -> None:
+        """Queue a persisted message (synchronously, so messages keep their order); notices go out after."""
+        if self.dispatched is not None:
+            self.dispatched.add(item.inbox_id)
+        lane = self.lanes.get(item.key)
+        if lane is None:
+            lane = self.lanes[item.key] = Lane(item.key)
+        lane.adapter = adapter
+        busy = lane.turn is not None or bool(lane.queue) or lane.task is not None
+        source = item.msg.source
+        # The bound is on taking new messages in; a recovered one was taken in (and acknowledged) already.
+        if busy and not item.recovered and len(lane.queue) >= self.cfg.max_queue:
+            self.counters["queue_rejected"] += 1
+            waiting = len(lane.queue)
+            self.life.spawn(self._reject(item, waiting, adapter.capabilities.command("queue")), name="lane:reject")
+            return
+        if item.recovered and item.inbox_id is not None:
+            # Behind what its chat sent before it, ahead of what came after (accepted before recovery ran).
+            at = next((n for n, q in enumerate(lane.queue) if q.inbox_id is not None and q.inbox_id > item.inbox_id),
+                      len(lane.queue))
+            lane.queue.insert(at, item)
+        else:
+            lane.queue.append(item)
+        if busy and notify:
+            if self.cfg.busy_mode == "interrupt" and lane.turn is not None:
+                if lane.turn.abandon("superseded"):
+                    self._tell(source, "⏹ Stopped the previous turn to answer your new message.")
+            elif lane.turn is not None:
+                self._tell(source, f"⏳ Queued ({len(lane.queue)} waiting) — I'll answer after the current reply.")
+        if lane.task is None and adapter.name not in self._held:
+            lane.task = asyncio.create_task(self._drain(lane), name=f"lane:{lane.key}")
+
+    def hold(self, platform: str) -> None:
+        """Until ``release``: ``platform``'s messages queue in their lanes, no turn starts (its recovery runs)."""
+        self._held.add(platform)
+
+    def release(self, platform: str) -> None:
+        self._held.discard(platform)
+        for lane in self.lanes.values():
+            if lane.task is None and lane.queue and lane.adapter is not None and lane.adapter.name == platform:
+                lane.task = asyncio.create_task(self._drain(lane), name=f"lane:{lane.key}")
+
+    def _tell(self, source: Any, text: str) -> None:
+        self.life.spawn(self.notifier.notify(source, text), name="lane:notice")
+
+    async def _reject(self, item: Accepted, waiting: int, queue_command: str) -> None:
+        await self.store.inbox_set(item.inbox_id, "rejected", error="queue full", expected="pending")
+        await self.notifier.notify(item.msg.source,
+                                   f"⚠️ {waiting} messages are already waiting, so I did not take this one. "
+                                   f"Send it again once I have caught up ({queue_command} shows the waiting ones).")
+
+    async def _drain(self, lane: Lane) -> None:
+        assert self.run_turn is not None
+        try:
+            while lane.queue and not self.life.stopping:
+                item = lane.queue.popleft()
+                try:
+                    if not await self._prepare(lane, item):
+                        continue
+                    if self.life.stopping:
+                        break  # its row stays pending: the next process answers it (and fetches again)
+                    await self.run_turn(lane, item)
+                except Exception:
+                    log.exception("turn_crashed", session_key=lane.key)
+                    await self.store.inbox_set(item.inbox_id, "failed", error="internal error",
+                                               expected=("pending", "replied"))
+        finally:
+            lane.task = None
+            if not lane.queue and lane.turn is None and self.lanes.get(lane.key) is lane:
+                del self.lanes[lane.key]
+
+    async def _prepare(self, lane: Lane, item: Accepted) -> bool:
+        """The adapter's work left for after the ack (``PlatformAdapter.prepare``); False: no turn for it."""
+        msg = item.msg
+        if not msg.pending or lane.adapter is None or item.resume_reply is not None or item.resume_turn:
+            return True  # a resumed turn has its user message (and its files' paths) stored already
+        try:
+            prepared = await lane.adapter.prepare(msg)
+        except Exception:
+            log.exception("prepare_failed", session_key=lane.key)  # the turn runs with what there is
+            return True
+        if prepared.drop:
+            log.info("message_not_for_the_agent", session_key=lane.key, reason=prepared.drop)
+            await self.store.inbox_set(item.inbox_id, "cancelled", error=prepared.drop, expected="pending")
+            return False
+        if prepared.problems:
+            missed = "; ".join(prepared.problems)
+            await self.notifier.notify(msg.source, f"⚠️ I could not download what you sent ({missed}). "
+                                                   "I'll answer with what I have.")
+        return True
+
+    # ---- what commands see (gateway.ports.TurnControl) -----------------------------------------------
+
+    def stop_turn(self, key: str) -> bool:
+        lane = self.lanes.get(key)
+        return bool(lane and lane.turn and lane.turn.abandon("stopped"))
+
+    def busy(self, key: str) -> tuple[float, str] | None:
+        lane = self.lanes.get(key)
+        if lane is None or lane.turn is None:
+            return None
+        return time.monotonic() - lane.turn.started, lane.turn.last_step
+
+    def queued(self, key: str) -> list[str]:
+        lane = self.lanes.get(key)
+        return [item.msg.text for item in lane.queue] if lane else []
+
+    async def clear_queue(self, key: str) -> int:
+        lane = self.lanes.get(key)
+        if not lane:
+            return 0
+        dropped = list(lane.queue)
+        lane.queue.clear()
+        for item in dropped:
+            await self.store.inbox_set(item.inbox_id, "cancelled", error="cleared by /queue clear", expected="pending")
+        return len(dropped)
+
+    async def enqueue(self, adapter: PlatformAdapter, msg: InboundMessage, key: str) -> int | None:
+        """``/queue <text>``: a follow-up of its own (its own inbox row), queued whatever busy_mode says."""
+        row = await self.store.inbox_add(adapter.name, msg.platform_message_id + ":queued", key, msg.to_dict(),
+                                         owner=self.instance.id, lease_until=self.instance.lease())
+        if row is None:
+            return None
+        self.submit(adapter, Accepted(row, msg, key), notify=False)
+        lane = self.lanes.get(key)
+        return len(lane.queue) if lane else 0
+
+    # ---- upkeep ----------------------------------------------------------------------------------
+
+    def running(self) -> int:
+        return sum(1 for lane in self.lanes.values() if lane.turn is not None)
+
+    def waiting(self) -> int:
+        return sum(len(lane.queue) for lane in self.lanes.values())
+
+    async def watchdog(self) -> None:
+        """One timer for all turns: end any turn with no progress for turn_timeout_seconds."""
+        limit = self.cfg.turn_timeout_seconds
+        period = max(0.05, min(5.0, limit / 4))
+        while True:
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            for lane in list(self.lanes.values()):
+                turn = lane.turn
+                if turn is not None and now - turn.last_activity > limit:
+                    log.warning("turn_stuck", session_key=lane.key, last_step=turn.last_step)
+                    turn.abandon("timeout")
+
+    async def drain(self, timeout: float) -> None:
+        """Shutdown: let running turns finish for up to ``timeout``, then cut the rest.
+
+        A turn waiting for a person is cut at once: nobody answers within a drain, and its request is
+        denied (and its user told) when Herald is back.
+        """
+        drains = {lane.task for lane in self.lanes.values() if lane.task}
+        if not drains:
+            return
+        deadline = asyncio.get_running_loop().time() + timeout
+        pending = drains
+        while pending:
+            for lane in self.lanes.values():
+                if lane.turn is not None and lane.turn.last_step.startswith("waiting for approval"):
+                    lane.turn.abandon("shutdown")
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                break
+            _, pending = await asyncio.wait(pending, timeout=min(0.2, left))
+        for lane in self.lanes.values():
+            if lane.turn is not None:
+                lane.turn.abandon("shutdown")
+        if pending:
+            await asyncio.wait(pending, timeout=10)

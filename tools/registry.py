@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.config import ToolsConfig
+from tools.config import ToolsConfig
 from tools.sandbox import SandboxPolicy
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any
 
-from gateway.config import ToolsConfig
+from tools.config import ToolsConfig
 from tools.dangerous import Decision, Verdict, classify
 from tools.registry import ToolContext, code, error, tool
 from tools.sandbox import argv, child_env, context_policy, model_problem, resolve_mode, workspace_dir

@@ -10,8 +10,8 @@ import pytest
 
 from agent_core.agent import EMPTY_REPLY, GRACE_NOTE, Agent, TurnCallbacks
 from agent_core.llm import Endpoint, LLMClient
-from gateway.config import TerminalConfig, ToolsConfig
 from tests.fakes.llm import Error, FakeLLM, Hang, Reply, ToolCall, ToolCalls
+from tools.config import TerminalConfig, ToolsConfig
 from tools.registry import ToolContext, ToolRegistry, tool
 
 ADD_SCHEMA = {

@@ -9,8 +9,8 @@ import threading
 
 from agent_core.agent import Agent, TurnCallbacks
 from agent_core.llm import Endpoint, LLMClient
-from gateway.config import TerminalConfig, ToolsConfig
 from tests.fakes.llm import FakeLLM, Reply, ToolCall, ToolCalls
+from tools.config import TerminalConfig, ToolsConfig
 from tools.registry import ToolContext, ToolRegistry, tool
 
 MSGS = [{"role": "user", "content": "hi"}]

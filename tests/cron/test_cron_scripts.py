@@ -239,7 +239,7 @@ def never_asked(*_a: Any, **_k: Any) -> Any:
 def test_the_tool_never_sets_a_script_it_may_not(extras, terminal, why):
     import threading
 
-    from gateway.config import TerminalConfig, ToolsConfig
+    from tools.config import TerminalConfig, ToolsConfig
     from tools.cronjob import cronjob as tool
     from tools.registry import ToolContext
 

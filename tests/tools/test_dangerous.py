@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from gateway.config import TerminalConfig, ToolsConfig
+from tools.config import TerminalConfig, ToolsConfig
 from tools.dangerous import Decision, classify, has_shell_operators, matches_allowlist, normalize
 from tools.registry import ToolContext, load_builtin_tools
 

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from gateway.config import TerminalConfig, ToolsConfig
+from tools.config import TerminalConfig, ToolsConfig
 from tools.registry import ToolContext, load_builtin_tools
 
 registry = load_builtin_tools()

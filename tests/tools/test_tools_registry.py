@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from gateway.config import TerminalConfig, ToolsConfig
+from tools.config import TerminalConfig, ToolsConfig
 from tools.registry import Tool, ToolContext, ToolRegistry, load_builtin_tools, tool
 
 OFF = ToolsConfig(terminal=TerminalConfig(enabled=False))

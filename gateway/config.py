@@ -190,8 +190,6 @@ class LoggingConfig(_Model):
     backups: int = Field(default=5, ge=0, le=1000)
 
 
-
-
 class ApprovalsConfig(_Model):
     """Approving the agent's dangerous shell commands from the chat (gateway/approvals.py)."""
 

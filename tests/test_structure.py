@@ -1,4 +1,5 @@
-"""The house's shape: no import circles among the project's modules, and arrows that point down.
+"""The house's shape: no import circles among the project's modules, and arrows that point down — between
+packages, not only between files (the layers below).
 
 The graph is built from the source with ``ast`` (every import, including those under ``TYPE_CHECKING`` and
 inside functions: a circle of types is still a circle), so it stays true as the code changes.
@@ -102,6 +103,98 @@ def test_the_cycle_finder_finds_cycles() -> None:
     assert find_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
 
 
+# The layers, bottom up: a package may import its own modules and those of lower layers, never a higher one
+# (nor one beside it, unless it is listed below). ``tools`` and ``agent_core`` stand outside gateway, under it.
+LAYERS: list[tuple[str, ...]] = [
+    ("tools",),
+    ("agent_core",),
+    ("gateway.kernel",),  # leaves: configbase, faults, logs, health, metrics, untrusted input, chunking, shown
+    ("gateway.platforms", "gateway.storage"),  # each platform speaks only to the kernel; storage the same
+    ("gateway.config", "gateway.ports", "gateway.cluster", "gateway.session"),
+    ("gateway.commands",),
+    ("gateway.outbound",),
+    ("gateway.turns",),
+    ("gateway.inbound",),
+    ("gateway.approvals", "cron", "gateway.ops"),
+    ("gateway.runner",),  # the composition root
+    ("gateway.cli",),
+]
+# Side by side in one layer, but allowed to lean on each other one way.
+BESIDE = {
+    ("gateway.config", "gateway.platforms"),  # platforms.<name> config models come from the registry
+    ("gateway.ports", "gateway.platforms"),
+    ("gateway.session", "gateway.config"),
+    ("gateway.cluster", "gateway.storage"),
+    ("gateway.session", "gateway.storage"),
+    ("gateway.approvals", "gateway.commands"),
+    ("gateway.ops", "gateway.turns"),
+}
+
+
+def package_of(module: str) -> str:
+    parts = module.split(".")
+    if parts[0] != "gateway":
+        return parts[0]
+    return ".".join(parts[:2]) if len(parts) > 1 else "gateway"
+
+
+def _rank(package: str) -> int | None:
+    return next((i for i, layer in enumerate(LAYERS) if package in layer), None)
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    problems = []
+    for name, deps in sorted(graph.items()):
+        src = package_of(name)
+        for dep in sorted(deps):
+            dst = package_of(dep)
+            if src == dst or (src, dst) in BESIDE:
+                continue
+            a, b = _rank(src), _rank(dst)
+            if a is None or b is None:
+                problems.append(f"{name} -> {dep}: {src if a is None else dst} is in no layer of LAYERS")
+            elif b >= a:
+                where = "above" if b > a else "beside"
+                problems.append(f"{name} -> {dep}: {src} may not import {dst} (a layer {where} it)")
+    return problems
+
+
+def test_packages_import_only_the_layers_below() -> None:
+    assert layer_violations(import_graph()) == []
+
+
+def test_the_layer_check_names_both_modules_and_the_rule() -> None:
+    problems = layer_violations({"gateway.kernel.logs": {"gateway.storage.db"},
+                                 "gateway.storage.db": {"gateway.kernel.faults"}})
+    assert problems == ["gateway.kernel.logs -> gateway.storage.db: gateway.kernel may not import gateway.storage "
+                        "(a layer above it)"]
+
+
+def test_every_package_has_a_layer_and_says_what_lives_there() -> None:
+    graph = import_graph()
+    packages = {package_of(name) for name in graph} - {"gateway"}
+    assert sorted(p for p in packages if _rank(p) is None) == []
+    for package in packages:
+        init = ROOT / Path(*package.split(".")) / "__init__.py"
+        if init.exists():
+            doc = ast.get_docstring(ast.parse(init.read_text()))
+            assert doc and len(doc) > 80, f"{init.relative_to(ROOT)}: say in a paragraph what lives here"
+
+
+def test_a_platform_imports_no_other_platform() -> None:
+    graph = import_graph()
+    offenders = []
+    for name, deps in graph.items():
+        parts = name.split(".")
+        if parts[:2] != ["gateway", "platforms"] or len(parts) < 4:
+            continue
+        for dep in deps:
+            dparts = dep.split(".")
+            if dparts[:2] == ["gateway", "platforms"] and len(dparts) >= 3 and dparts[2] not in ("base", parts[2]):
+                offenders.append(f"{name} -> {dep}")
+    assert offenders == []
+
+
 @pytest.mark.parametrize("lower", ["gateway.platforms", "cron", "tools", "agent_core", "gateway.approvals"])
 def test_nothing_below_the_composition_root_imports_the_runner(lower: str) -> None:
     """Adapters and features depend on narrow ports, never on gateway/runner.py."""
@@ -111,10 +204,10 @@ def test_nothing_below_the_composition_root_imports_the_runner(lower: str) -> No
     assert offenders == []
 
 
-def test_agent_core_and_tools_know_nothing_of_platforms() -> None:
+def test_agent_core_and_tools_know_nothing_of_gateway() -> None:
     graph = import_graph()
     offenders = sorted(f"{name} -> {dep}" for name, deps in graph.items() if name.startswith(("agent_core", "tools"))
-                       for dep in deps if dep.startswith(("gateway.platforms", "gateway.runner", "cron")))
+                       for dep in deps if dep.startswith(("gateway", "cron")))
     assert offenders == []
 
 
@@ -122,3 +215,9 @@ def test_files_stay_small() -> None:
     """One job per file: a module past ~600 lines is doing several."""
     big = {name: n for name, path in _modules().items() if (n := len(path.read_text().splitlines())) > 650}
     assert big == {}
+
+
+def test_the_top_of_gateway_holds_only_the_composition_root_and_shared_names() -> None:
+    """A newcomer reads ``ls gateway/`` and sees the rooms: every other module lives in a package by concern."""
+    top = sorted(p.stem for p in (ROOT / "gateway").glob("*.py"))
+    assert set(top) <= {"__init__", "runner", "ports", "config"}, top

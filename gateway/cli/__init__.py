@@ -1,4 +1,7 @@
-"""The ``herald`` command line. Every subcommand finds the same state through HERALD_HOME / --profile / --config."""
+"""The ``herald`` command line: ``run`` (the daemon, through the runner), ``check-config``, ``doctor``, ``web-url``,
+``cron``, ``approvals``, ``pairing``, ``backup``, ``db``, ``service`` and ``profile``. Every subcommand finds the same
+state through HERALD_HOME / --profile / --config. The top of the house: nothing imports it.
+"""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from cron.store import CronStore, owns_delivery
 from gateway.cluster.instance import process_gone, process_start
 from gateway.kernel.logs import redact
 from gateway.platforms.base import OutboundMessage, Source
-from gateway.storage.store import NotExpected
+from gateway.storage.inbox import NotExpected
 
 if TYPE_CHECKING:
     from cron.host import CronHost

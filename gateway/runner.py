@@ -267,8 +267,8 @@ class GatewayRunner:
 
         def context(config: Any) -> AdapterContext:
             return AdapterContext(gateway=self, config=config, home=self.paths.home, media_dir=media,
-                                  chat_log=self.store, platforms=dict(self.cfg.platforms), cursors=self.store,
-                                  broadcast=self.bus, faults=self.faults)
+                                  chat_log=self.store.chat_log, platforms=dict(self.cfg.platforms),
+                                  cursors=self.store.cursors, broadcast=self.bus, faults=self.faults)
 
         for name in PLATFORMS:
             platform_cfg = getattr(self.cfg.platforms, name, None)
@@ -330,7 +330,7 @@ class GatewayRunner:
         try:
             # What this process leaves unfinished is free for the next one at once, here or elsewhere.
             await self.router.stop()
-            await self.store.inbox_renew(self.instance.id, 0.0)
+            await self.store.inbox.renew(self.instance.id, 0.0)
             await self.instance.unregister()
         except Exception as exc:
             log.warning("instance_release_failed", error=str(exc))
@@ -370,4 +370,4 @@ class GatewayRunner:
 
 
 async def _active(sessions: SessionManager, store: Store, key: str) -> dict[str, Any] | None:
-    return sessions.peek(key) or await store.session_active(key)
+    return sessions.peek(key) or await store.sessions.active(key)

@@ -92,7 +92,7 @@ class Instance:
         now = self.clock()
         await self.store.run_write(lambda conn: conn.execute(
             update(instances).where(instances.c.id == self.id).values(heartbeat_at=now)))
-        await self.store.inbox_renew(self.id, now + LEASE_SECONDS)
+        await self.store.inbox.renew(self.id, now + LEASE_SECONDS)
         await self.refresh()
 
     async def refresh(self) -> None:

@@ -45,11 +45,11 @@ def register_builtin_commands(registry: CommandRegistry, turns: TurnControl, ses
     @registry.command("status", "what this session is doing")
     async def status(ctx: CommandContext) -> str:
         busy = turns.busy(ctx.session_key)
-        session = sessions.peek(ctx.session_key) or await store.session_active(ctx.session_key)
+        session = sessions.peek(ctx.session_key) or await store.sessions.active(ctx.session_key)
         lines = [f"Busy for {busy[0]:.0f}s (last step: {busy[1]})." if busy else "Idle.",
                  f"Queued: {len(turns.queued(ctx.session_key))}."]
         if session:
-            count = await store.session_count_messages(session["id"])
+            count = await store.messages.count(session["id"])
             lines.append(f"Session {session['id'][:8]}: {count} messages since "
                          f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(session['created_at']))}.")
         else:

@@ -31,7 +31,7 @@ def register_conversation_commands(registry: CommandRegistry, turns: TurnControl
     history = History(store)
 
     async def current(ctx: CommandContext) -> dict[str, Any] | None:
-        return sessions.peek(ctx.session_key) or await store.session_active(ctx.session_key)
+        return sessions.peek(ctx.session_key) or await store.sessions.active(ctx.session_key)
 
     def busy(ctx: CommandContext, what: str) -> str | None:
         if turns.busy(ctx.session_key) or turns.queued(ctx.session_key):

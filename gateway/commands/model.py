@@ -22,7 +22,7 @@ DEFAULT_WORDS = ("default", "none", "off")
 def register_model_commands(registry: CommandRegistry, turns: TurnControl, sessions: SessionManager, store: Store,
                             approvals: SessionDenials, settings: SessionSettings) -> None:
     async def current(ctx: CommandContext) -> dict[str, Any] | None:
-        return sessions.peek(ctx.session_key) or await store.session_active(ctx.session_key)
+        return sessions.peek(ctx.session_key) or await store.sessions.active(ctx.session_key)
 
     @registry.command("model", "show or switch this conversation's model", args_hint="[name]")
     async def model(ctx: CommandContext) -> str:
@@ -49,7 +49,7 @@ def register_model_commands(registry: CommandRegistry, turns: TurnControl, sessi
                     + ", ".join(f"`{c}`" for c in choices) + ".")
         session = await sessions.get(ctx.session_key, ctx.adapter.name, source=ctx.message.source)
         stored = None if wanted == settings.default_model else wanted
-        await store.session_update(session["id"], model=stored)
+        await store.sessions.update(session["id"], model=stored)
         session["model"] = stored
         text = f"🧠 This conversation now uses `{wanted}`."
         effort = session.get("reasoning_effort")
@@ -76,7 +76,7 @@ def register_model_commands(registry: CommandRegistry, turns: TurnControl, sessi
                     "so nothing changed.")
         effort = None if wanted in DEFAULT_WORDS else wanted
         session = await sessions.get(ctx.session_key, ctx.adapter.name, source=ctx.message.source)
-        await store.session_update(session["id"], reasoning_effort=effort)
+        await store.sessions.update(session["id"], reasoning_effort=effort)
         session["reasoning_effort"] = effort
         return f"🧠 Reasoning effort: {effort or 'the model’s default'}."
 

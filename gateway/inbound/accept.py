@@ -89,7 +89,7 @@ class Inbound:
         payload = msg.to_dict()
         if not self.access.allowed(msg.source, adapter.trusted):
             # Stored all the same (finished), so a redelivery is a duplicate and the stranger hears once.
-            if await self.store.inbox_add(adapter.name, msg.platform_message_id, key, payload, owner=self.instance.id,
+            if await self.store.inbox.add(adapter.name, msg.platform_message_id, key, payload, owner=self.instance.id,
                                           status="denied", wait=False) is None:
                 return self._duplicate(adapter, msg)
             self.counters["messages_denied"] += 1
@@ -109,7 +109,7 @@ class Inbound:
         # (``Unavailable``), so its platform keeps it and delivers it again; waiting would hold the platform's
         # event past its ack deadline, and an HTTP caller would not know whether it was taken.
         try:
-            inbox_id = await self.store.inbox_add(adapter.name, msg.platform_message_id, key, payload,
+            inbox_id = await self.store.inbox.add(adapter.name, msg.platform_message_id, key, payload,
                                                   owner=self.instance.id, lease_until=self.instance.lease(),
                                                   wait=False)
         except Unavailable:
@@ -133,7 +133,7 @@ class Inbound:
         megabyte of text and a reply in hundreds of chunks."""
         length = len(msg.text)
         msg.text = msg.text[:200]  # the row keeps a sample, not the megabyte
-        if await self.store.inbox_add(adapter.name, msg.platform_message_id, key, msg.to_dict(),
+        if await self.store.inbox.add(adapter.name, msg.platform_message_id, key, msg.to_dict(),
                                       owner=self.instance.id, status="rejected", wait=False) is None:
             return self._duplicate(adapter, msg)
         self.faults.record("bad_request", door=adapter.name, kind="message too long")
@@ -148,7 +148,7 @@ class Inbound:
         its answer). Then the row is ours and pending, and nothing here dispatched it: take it now, or it
         waits unanswered (its owner, this instance, is not gone, so no recovery takes it)."""
         self._uncertain.discard((adapter.name, msg.platform_message_id))
-        row = await self.store.inbox_find(adapter.name, msg.platform_message_id)
+        row = await self.store.inbox.find(adapter.name, msg.platform_message_id)
         if row is None or row["status"] != "pending" or row["owner"] != self.instance.id:
             return self._duplicate(adapter, msg)
         log.info("inbox_stored_after_all", platform=adapter.name, inbox_id=row["id"])
@@ -208,12 +208,12 @@ class Inbound:
                 reply = f"{caps.command(command.name)} is for admins only."
             else:
                 reply = await command.handler(CommandContext(adapter, item.msg, item.key, call.args, admin))
-            await self.store.inbox_set(item.inbox_id, "done", expected="pending")
+            await self.store.inbox.mark(item.inbox_id, "done", expected="pending")
             if reply:
                 await self._reply(adapter, item, reply)
         except Exception as exc:
             log.exception("command_failed", command=call.name)
-            await self.store.inbox_set(item.inbox_id, "failed", error=redact(str(exc)), expected="pending")
+            await self.store.inbox.mark(item.inbox_id, "failed", error=redact(str(exc)), expected="pending")
             await self._reply(adapter, item, f"{adapter.capabilities.command(call.name)} failed: {type(exc).__name__}. "
                                              "Details are in the log.")
         finally:

@@ -53,7 +53,7 @@ class Recovery:
     async def recover(self, adapter: PlatformAdapter) -> int:
         """Take over ``adapter``'s unfinished rows whose owner is gone; returns how many were resumed."""
         resumed = 0
-        rows = await self.store.inbox_unfinished(adapter.name)
+        rows = await self.store.inbox.unfinished(adapter.name)
         await self.instance.refresh()  # after the rows: their owners' heartbeats are all in this read
         gone = [row for row in rows if self.instance.gone(row["owner"], row["lease_until"])]
         if self.router is not None and self.router.enabled:
@@ -64,7 +64,7 @@ class Recovery:
                 log.info("inbox_recovered", platform=adapter.name, messages=resumed)
             return resumed
         for row in gone:
-            if not await self.store.inbox_claim(row, self.instance.id, self.instance.lease()):
+            if not await self.store.inbox.claim(row, self.instance.id, self.instance.lease()):
                 continue  # another instance was quicker
             msg = InboundMessage.from_dict(row["payload"])
             command = command_of(msg, row["owner"] is None, self.commands)
@@ -74,7 +74,7 @@ class Recovery:
                 await drop_command(self.store, self.notifier, adapter, row["id"], msg, command)
                 continue
             else:
-                steps = await self.store.turn_steps(row["id"])
+                steps = await self.store.messages.turn_steps(row["id"])
                 item = Accepted(row["id"], msg, row["session_key"], resume_turn=steps is not None,
                                 recovered=True)
             self.lanes.submit(adapter, item, notify=False)
@@ -100,7 +100,7 @@ async def drop_command(store: Store, notifier: Notifier, adapter: PlatformAdapte
                        msg: InboundMessage, command: CommandCall) -> None:
     """A command cut off by a restart (or the death of the instance running it) is not replayed: it was about
     the moment it was sent. Its sender is told."""
-    if await store.inbox_set(inbox_id, "cancelled", error="command interrupted by a restart", expected="pending"):
+    if await store.inbox.mark(inbox_id, "cancelled", error="command interrupted by a restart", expected="pending"):
         name = adapter.capabilities.command(command.name)
         await notifier.notify(msg.source, f"↻ Herald restarted before it could run {name}: it was not run. Send "
                                           "it again if you still want it.")

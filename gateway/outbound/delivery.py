@@ -38,7 +38,8 @@ from gateway.platforms.base import (
     Source,
     TransientError,
 )
-from gateway.storage.store import NotExpected, Store
+from gateway.storage.inbox import NotExpected
+from gateway.storage.store import Store
 
 log = structlog.get_logger("herald.delivery")
 
@@ -126,8 +127,8 @@ class Delivery:
         chunks = chunk_text(adapter.render(out.text), caps.max_message_length, adapter.measure, caps.dialect) or [" "]
         durable = inbox_id is not None or ref is not None
         if guard is None and inbox_id is not None and self.owner is not None:
-            guard = self.store.owns_inbox_row(inbox_id, self.owner)
-        state = await self.store.outbox_chunks(inbox_id, ref) if durable and resume else {}
+            guard = self.store.inbox.owner_guard(inbox_id, self.owner)
+        state = await self.store.outbox.chunks(inbox_id, ref) if durable and resume else {}
         finish = finish_inbox and durable
         report = DeliveryReport()
         async with self._lock(adapter.name, chat_id):
@@ -138,7 +139,7 @@ class Delivery:
                     row = None  # a streamed message left where it was: this chunk is sent anew
                 if row is not None and row["status"] == "sent":
                     if finish and index == last:
-                        await self.store.inbox_set(inbox_id, "done", expected="replied")  # type: ignore[arg-type]
+                        await self.store.inbox.mark(inbox_id, "done", expected="replied")  # type: ignore[arg-type]
                     continue
                 piece = OutboundMessage(
                     text=chunk, buttons=out.buttons if index == last else [],
@@ -159,7 +160,7 @@ class Delivery:
                 if durable:
                     if row is not None and row["status"] == "sending" and not caps.idempotent_send:
                         await self._notice(adapter, chat_id, out)
-                    row_id = await self.store.outbox_begin(
+                    row_id = await self.store.outbox.begin(
                         inbox_id, adapter.name, chat_id, index, key=key, ref=ref, guard=guard, row_id=reuse)
                     if row_id is None:
                         raise NotExpected(f"the delivery of {ref or f'inbox row {inbox_id}'} was taken over by "
@@ -211,16 +212,16 @@ class Delivery:
                                  OutboundMessage(UNUSED_STREAM_TEXT, thread_id=out.thread_id), "", edit_id=message_id)
         except PermanentError:
             pass
-        await self.store.outbox_finish(row["id"], "sealed", [message_id], None, None, None)
+        await self.store.outbox.finish(row["id"], "sealed", [message_id], None, None, None)
 
     async def open_stream(self, adapter: PlatformAdapter, chat_id: str, text: str, piece: OutboundMessage,
                           inbox_id: int, index: int) -> tuple[int, str, int]:
         """A streamed reply's message ``index``: recorded ``sending`` before it goes out and ``streamed`` with its
         id after. Returns (outbox row, message id, the chat's post count after it). Raises ``DeliveryError``."""
         key = chunk_key(None, inbox_id, index)
-        guard = self.store.owns_inbox_row(inbox_id, self.owner) if self.owner is not None else None
+        guard = self.store.inbox.owner_guard(inbox_id, self.owner) if self.owner is not None else None
         async with self._lock(adapter.name, chat_id):
-            row_id = await self.store.outbox_begin(inbox_id, adapter.name, chat_id, index, key=key, guard=guard)
+            row_id = await self.store.outbox.begin(inbox_id, adapter.name, chat_id, index, key=key, guard=guard)
             if row_id is None:  # another instance took the message over: the reply is its to show
                 raise PermanentError("the message was taken over by another instance")
             try:
@@ -229,26 +230,26 @@ class Delivery:
                 self.pacer.done(adapter.name, chat_id)  # the next attempt waits its turn
                 # Sealed, not failed: the final chunk must not reuse this key (an idempotent platform would
                 # hand back whatever the attempt left, half-written).
-                await asyncio.shield(self.store.outbox_finish(row_id, "sealed", [], "stream message not sent",
+                await asyncio.shield(self.store.outbox.finish(row_id, "sealed", [], "stream message not sent",
                                                               None, None))
                 raise
             if not ids:
-                await self.store.outbox_finish(row_id, "sealed", [], "no message id", None, None)
+                await self.store.outbox.finish(row_id, "sealed", [], "no message id", None, None)
                 raise PermanentError("the platform gave the message no id")
-            await self.store.outbox_finish(row_id, "streamed", ids[:1], None, None, None)
+            await self.store.outbox.finish(row_id, "streamed", ids[:1], None, None, None)
             self.pacer.done(adapter.name, chat_id)
             return row_id, ids[0], self.posted(adapter.name, chat_id)
 
     async def seal_stream(self, row_id: int, message_id: str) -> None:
         """A streamed message stays as it is and is no longer a chunk of the reply."""
-        await self.store.outbox_finish(row_id, "sealed", [message_id], None, None, None)
+        await self.store.outbox.finish(row_id, "sealed", [message_id], None, None, None)
 
     async def _record(self, row_id: int | None, inbox_id: int | None, platform: str, chat_id: str, index: int,
                       ids: list[str], status: str, error: str | None, finish_inbox: str | None) -> None:
         if row_id is not None:
-            await self.store.outbox_finish(row_id, status, ids, error, inbox_id, finish_inbox)
+            await self.store.outbox.finish(row_id, status, ids, error, inbox_id, finish_inbox)
         else:
-            await self.store.outbox_record(inbox_id, platform, chat_id, index, " ".join(ids) or None, status, error)
+            await self.store.outbox.record(inbox_id, platform, chat_id, index, " ".join(ids) or None, status, error)
 
     async def _notice(self, adapter: PlatformAdapter, chat_id: str, out: OutboundMessage) -> None:
         try:

@@ -70,7 +70,7 @@ class History:
     async def undo(self, session_id: str, exchange: Exchange) -> int:
         """Hide ``exchange`` from the model; how many messages that took out."""
         hidden = await self.store.run_write(lambda conn: _hide(conn, session_id, exchange.first_id, "undo"))
-        self.store.history_changed(session_id)
+        self.store.messages.changed(session_id)
         return int(hidden)
 
     async def retry(self, session_id: str, exchange: Exchange, row: dict[str, Any]) -> int | None:
@@ -88,7 +88,7 @@ class History:
             if is_unique_violation(exc):
                 return None
             raise
-        self.store.history_changed(session_id)
+        self.store.messages.changed(session_id)
         return int(inbox_id)
 
     async def sessions_of(self, key: str, current_id: str | None, limit: int = 10) -> list[SessionInfo]:

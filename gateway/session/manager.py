@@ -58,25 +58,25 @@ class SessionManager:
         that starts it, whose sender's memory a new session's prompt carries."""
         row = self._cache.get(key)
         if row is None:
-            row = await self.store.session_active(key)
+            row = await self.store.sessions.active(key)
         if row is not None:
             reason = reset_due(self.cfg, row["updated_at"], self.clock())
             if reason is None:
                 if owner and not row.get("user_id"):  # begun by /new, or before sessions had owners
-                    await self.store.session_update(row["id"], user_id=owner)
+                    await self.store.sessions.update(row["id"], user_id=owner)
                     row["user_id"] = owner
                 self._cache[key] = row
                 return row
-            await self.store.session_end(row["id"], reason)
+            await self.store.sessions.end(row["id"], reason)
             return await self._create(key, platform, parent=row, owner=owner, source=source)
         return await self._create(key, platform, owner=owner, source=source)
 
     async def reset(self, key: str, platform: str, reason: str = "new", source: Source | None = None,
                     **settings: Any) -> dict[str, Any]:
         """End the active session and begin the next; ``settings`` override what it inherits."""
-        row = self._cache.pop(key, None) or await self.store.session_active(key)
+        row = self._cache.pop(key, None) or await self.store.sessions.active(key)
         if row is not None:
-            await self.store.session_end(row["id"], reason)
+            await self.store.sessions.end(row["id"], reason)
         return await self._create(key, platform, parent=row, owner=row.get("user_id") if row else None,
                                   source=source, **settings)
 
@@ -86,8 +86,8 @@ class SessionManager:
 
     async def resume(self, key: str, session_id: str) -> dict[str, Any] | None:
         """Make the ended session ``session_id`` of ``key`` the active one again; the active one ends."""
-        current = self._cache.pop(key, None) or await self.store.session_active(key)
-        row = await self.store.session_reopen(key, session_id, current["id"] if current else None)
+        current = self._cache.pop(key, None) or await self.store.sessions.active(key)
+        row = await self.store.sessions.reopen(key, session_id, current["id"] if current else None)
         if row is not None:
             self._cache[key] = row
         return row
@@ -101,7 +101,7 @@ class SessionManager:
         """Drop what is cached about ``key``'s session: another instance may have changed it meanwhile."""
         row = self._cache.pop(key, None)
         if row is not None:
-            self.store.forget_history(row["id"])
+            self.store.messages.forget_cached(row["id"])
 
     def peek(self, key: str) -> dict[str, Any] | None:
         return self._cache.get(key)
@@ -115,7 +115,7 @@ class SessionManager:
             extra = await self.prompt_addendum(source)
             if extra:
                 prompt = f"{prompt}\n\n{extra}"
-        row = await self.store.session_create(str(uuid.uuid4()), key, platform, prompt,
-                                              parent_id=parent["id"] if parent else None, user_id=owner, **settings)
+        row = await self.store.sessions.create(str(uuid.uuid4()), key, platform, prompt,
+                                               parent_id=parent["id"] if parent else None, user_id=owner, **settings)
         self._cache[key] = row
         return row

@@ -1,8 +1,9 @@
 """The gateway's database: SQLAlchemy 2 (async), SQLite via aiosqlite by default, PostgreSQL via asyncpg.
 
-Everything that must survive a restart lives here: sessions and their messages, the inbox (every
-platform message we accepted, de-duplicated by platform id), the outbox (every chunk we sent), and the
-chat log that the web chat serves.
+``Database`` runs every operation off the loop (on SQLite through its own writer and reader threads, the
+writes group-committed) and waits out a database that is down or a disk that is full. Everything that must
+survive a restart goes through it; what is stored where (sessions and their messages, the inbox, the
+outbox, the chat log...) is the stores' business (gateway/storage/store.py).
 """
 
 from __future__ import annotations
@@ -26,9 +27,6 @@ from gateway.kernel.faults import WAIT_WHILE_UNAVAILABLE, Faults, Unavailable
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-
-# What a platform without its own history (the web chat) serves back to its clients.
-
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
@@ -116,7 +114,7 @@ class Database:
     """Async access to the database: every method is a coroutine, the event loop never waits on a sync call.
 
     ``run_read``/``run_write`` run a synchronous operation (a function of a ``Connection``) off the loop; the
-    domain operations live on ``gateway.storage.store.Store``.
+    domain operations live on the stores per table family that ``gateway.storage.store.Store`` gathers.
     """
 
     def __init__(self, url: str, faults: Faults | None = None) -> None:

@@ -1,8 +1,8 @@
 """``sessions.retention_days``: the messages, inbox and outbox rows of sessions idle longer than that, the
 web chat's log of chats idle that long, and token usage older than that are deleted while the daemon runs.
 
-Deletion goes in small batches (``Store.prune_idle``: a few hundred rows per transaction, run off the loop by
-the store's writer) with a pause between them, so a first pass over years of history never holds the writer
+Deletion goes in small batches (``Retention.prune_idle``: a few hundred rows per transaction, run off the loop
+by the store's writer) with a pause between them, so a first pass over years of history never holds the writer
 long and never blocks the event loop. A pass runs shortly after start and then every hour. Session rows
 themselves stay (a key, timestamps, the system prompt), so lineage and "idle since" remain readable.
 """
@@ -14,8 +14,11 @@ import time
 from collections.abc import Callable
 
 import structlog
+from sqlalchemy import and_, select
+from sqlalchemy.engine import Connection
 
 from gateway.storage.store import Store
+from gateway.storage.tables import chat_log, inbox, messages, outbox, sessions, usage
 
 log = structlog.get_logger("herald.retention")
 
@@ -38,13 +41,24 @@ class Retention:
         cutoff = self.clock() - self.days * DAY
         total = {"messages": 0, "inbox": 0, "outbox": 0, "chat_log": 0, "usage": 0, "batches": 0}
         while True:
-            counts = await self.store.prune_idle(cutoff, self.batch)
+            counts = await self.prune_idle(cutoff)
             total["batches"] += 1
             for key, n in counts.items():
                 total[key] += n
             if all(counts[key] < self.batch for key in ("messages", "inbox", "chat_log", "usage")):
                 return total
             await asyncio.sleep(self.pause)
+
+    async def prune_idle(self, cutoff: float) -> dict[str, int]:
+        """One small transaction: delete up to ``batch`` messages of sessions idle since before ``cutoff``, up
+        to ``batch`` finished inbox rows (with their outbox rows) of session keys with no session active since
+        then, up to ``batch`` chat-log rows of chats idle since then and usage rows older than it. Returns what
+        it deleted; zeros when there is nothing left."""
+        batch = self.batch
+        counts, pruned = await self.store.run_write(lambda conn: _delete_idle(conn, cutoff, batch))
+        for session_id in pruned:  # the history cache must not serve what the database no longer has
+            self.store.messages.forget_cached(session_id)
+        return counts
 
     async def run(self) -> None:
         await asyncio.sleep(self.first_after)  # let start-up's recovery and backlog go first
@@ -56,3 +70,42 @@ class Retention:
             except Exception:
                 log.exception("retention_failed")
             await asyncio.sleep(self.period)
+
+
+_FINISHED = ("done", "failed", "cancelled", "rejected", "denied")
+
+
+def _delete_idle(conn: Connection, cutoff: float, batch: int) -> tuple[dict[str, int], set[str]]:
+    """``Retention.prune_idle``'s transaction: what it deleted, and the sessions it deleted messages of."""
+    idle = select(sessions.c.id).where(sessions.c.updated_at < cutoff)
+    rows = conn.execute(select(messages.c.id, messages.c.session_id)
+                        .where(messages.c.session_id.in_(idle)).limit(batch)).all()
+    if rows:
+        conn.execute(messages.delete().where(messages.c.id.in_([r.id for r in rows])))
+    active_keys = select(sessions.c.key).where(sessions.c.updated_at >= cutoff)
+    inbox_ids = conn.execute(select(inbox.c.id).where(and_(
+        inbox.c.updated_at < cutoff, inbox.c.status.in_(_FINISHED),
+        inbox.c.session_key.not_in(active_keys))).limit(batch)).scalars().all()
+    sent = 0
+    if inbox_ids:
+        sent = conn.execute(outbox.delete().where(outbox.c.inbox_id.in_(inbox_ids))).rowcount
+        conn.execute(inbox.delete().where(inbox.c.id.in_(inbox_ids)))
+    # The web chat's log of a chat nobody wrote in since the cutoff, and token usage older than it
+    # (it names users and sessions too); memories stay: each user keeps or forgets them (/forget).
+    newer = chat_log.alias("newer")
+    stale_chat = ~select(newer.c.id).where(and_(
+        newer.c.platform == chat_log.c.platform, newer.c.chat_id == chat_log.c.chat_id,
+        newer.c.updated_at >= cutoff)).exists()
+    log_ids = conn.execute(select(chat_log.c.id).where(and_(chat_log.c.updated_at < cutoff, stale_chat))
+                           .limit(batch)).scalars().all()
+    if log_ids:
+        conn.execute(chat_log.delete().where(chat_log.c.id.in_(log_ids)))
+    # gateway.daily_token_budget counts today's usage, whatever retention says.
+    usage_cutoff = min(cutoff, time.time() - 86_400)
+    usage_ids = conn.execute(select(usage.c.id).where(usage.c.created_at < usage_cutoff)
+                             .limit(batch)).scalars().all()
+    if usage_ids:
+        conn.execute(usage.delete().where(usage.c.id.in_(usage_ids)))
+    counts = {"messages": len(rows), "inbox": len(inbox_ids), "outbox": int(sent or 0),
+              "chat_log": len(log_ids), "usage": len(usage_ids)}
+    return counts, {r.session_id for r in rows}

@@ -191,10 +191,10 @@ class Compressor:
             return BUSY
 
     async def _compress_held(self, key: str, source: Any, agent: Any) -> str:
-        session = self.sessions.peek(key) or await self.store.session_active(key)
+        session = self.sessions.peek(key) or await self.store.sessions.active(key)
         if session is None:
             return "There is no conversation to compress yet."
-        history = self.with_summary(session, await self.store.session_history(
+        history = self.with_summary(session, await self.store.messages.history(
             session["id"], self.cfg.agent.max_history_messages))
         previous, body = _split_summary(history)
         before = estimate_request(history)

@@ -30,7 +30,8 @@ from gateway.ports import Adapters, Notifier
 from gateway.session.history import History, title_untitled
 from gateway.session.keys import session_owner
 from gateway.session.manager import SessionManager
-from gateway.storage.store import NotExpected, Store
+from gateway.storage.inbox import NotExpected
+from gateway.storage.store import Store
 from gateway.turns.agents import AgentFactory
 from gateway.turns.compression import Compressor
 from gateway.turns.journal import TurnJournal
@@ -151,8 +152,8 @@ class TurnExecutor:
         source = item.msg.source
         adapter = self.adapters.get(source.platform)
         if adapter is None:
-            await self.store.inbox_set(item.inbox_id, "failed", error=f"platform {source.platform} is not enabled",
-                                       expected=("pending", "replied"))
+            await self.store.inbox.mark(item.inbox_id, "failed", error=f"platform {source.platform} is not enabled",
+                                        expected=("pending", "replied"))
             return
         turn_id = uuid.uuid4().hex[:12]
         structlog.contextvars.bind_contextvars(session_key=lane.key, platform=source.platform, turn_id=turn_id)
@@ -164,7 +165,7 @@ class TurnExecutor:
             if refusal is None and self.usage is not None and not item.resume_turn:
                 refusal = await self.usage.budget_notice(source)  # over budget: no model call at all
             if refusal is not None:
-                if await self.store.inbox_set(item.inbox_id, "replied", reply=refusal, expected="pending"):
+                if await self.store.inbox.mark(item.inbox_id, "replied", reply=refusal, expected="pending"):
                     await self.deliver_reply(adapter, item, refusal)
                 return
             if self.compression is None:
@@ -191,14 +192,14 @@ class TurnExecutor:
             limit = self.cfg.agent.max_history_messages
             history: list[dict[str, Any]] = []
             if item.resume_turn:  # the turn's own steps in full, however many: they end the history
-                history = await self.store.resume_history(session["id"], item.inbox_id, limit)
+                history = await self.store.messages.resume_history(session["id"], item.inbox_id, limit)
                 item.resume_turn = bool(history)
             if not item.resume_turn:
-                history = await self.store.session_history(session["id"], limit)
+                history = await self.store.messages.history(session["id"], limit)
             if self.compression is not None:
                 history = self.compression.with_summary(session, history)
             user_msg = None if item.resume_turn else {"role": "user", "content": user_content(item.msg)}
-            guard = (self.store.owns_inbox_row(item.inbox_id, self.delivery.owner)
+            guard = (self.store.inbox.owner_guard(item.inbox_id, self.delivery.owner)
                      if item.inbox_id is not None and self.delivery.owner else None)
             journal = TurnJournal(self.store, loop, session["id"], item.inbox_id, user_msg, guard)
             acquiring = asyncio.ensure_future(slot.acquire())
@@ -263,8 +264,8 @@ class TurnExecutor:
 
     async def _session(self, item: Accepted, source: Source) -> dict[str, Any]:
         if item.resume_turn:
-            steps = await self.store.turn_steps(item.inbox_id)
-            row = await self.store.session_get(steps[0]) if steps else None
+            steps = await self.store.messages.turn_steps(item.inbox_id)
+            row = await self.store.sessions.get(steps[0]) if steps else None
             if row is not None:
                 return row
             item.resume_turn = False
@@ -366,7 +367,7 @@ class TurnExecutor:
         if agent is None:
             raise RuntimeError("no model is configured (model.base_url and model.name in config.yaml)")
         loop = asyncio.get_running_loop()
-        session = await self.store.session_create(str(uuid.uuid4()), key, "cron", self.agents.system_prompt("cron"))
+        session = await self.store.sessions.create(str(uuid.uuid4()), key, "cron", self.agents.system_prompt("cron"))
         journal = TurnJournal(self.store, loop, session["id"], None, {"role": "user", "content": content})
         interrupt = threading.Event()
         slot = self.slots.slot(loop)

@@ -21,7 +21,8 @@ from typing import Any
 from sqlalchemy import Connection
 
 from agent_core.agent import StepRefused, unanswered_calls
-from gateway.storage.store import NotExpected, Store
+from gateway.storage.inbox import NotExpected
+from gateway.storage.store import Store
 
 STEP_TIMEOUT = 60.0
 
@@ -81,7 +82,7 @@ class TurnJournal:
     async def _append(self, messages: list[dict[str, Any]], status: str | None = None, reply: str | None = None,
                       ) -> None:
         rows = ([self._user] if self._user is not None else []) + messages
-        await self.store.append_messages(self.session_id, rows, self.inbox_id, status, reply, guard=self.guard)
+        await self.store.messages.append(self.session_id, rows, self.inbox_id, status, reply, guard=self.guard)
         self._user = None
         self._stored.extend(messages)
 

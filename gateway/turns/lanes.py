@@ -131,7 +131,7 @@ class Lanes:
         self.life.spawn(self.notifier.notify(source, text), name="lane:notice")
 
     async def _reject(self, item: Accepted, waiting: int, queue_command: str) -> None:
-        await self.store.inbox_set(item.inbox_id, "rejected", error="queue full", expected="pending")
+        await self.store.inbox.mark(item.inbox_id, "rejected", error="queue full", expected="pending")
         await self.notifier.notify(item.msg.source,
                                    f"⚠️ {waiting} messages are already waiting, so I did not take this one. "
                                    f"Send it again once I have caught up ({queue_command} shows the waiting ones).")
@@ -149,8 +149,8 @@ class Lanes:
                     await self.run_turn(lane, item)
                 except Exception:
                     log.exception("turn_crashed", session_key=lane.key)
-                    await self.store.inbox_set(item.inbox_id, "failed", error="internal error",
-                                               expected=("pending", "replied"))
+                    await self.store.inbox.mark(item.inbox_id, "failed", error="internal error",
+                                                expected=("pending", "replied"))
         finally:
             lane.task = None
             if not lane.queue and lane.turn is None and self.lanes.get(lane.key) is lane:
@@ -168,7 +168,7 @@ class Lanes:
             return True
         if prepared.drop:
             log.info("message_not_for_the_agent", session_key=lane.key, reason=prepared.drop)
-            await self.store.inbox_set(item.inbox_id, "cancelled", error=prepared.drop, expected="pending")
+            await self.store.inbox.mark(item.inbox_id, "cancelled", error=prepared.drop, expected="pending")
             return False
         if prepared.problems:
             missed = "; ".join(prepared.problems)
@@ -199,12 +199,12 @@ class Lanes:
         dropped = list(lane.queue)
         lane.queue.clear()
         for item in dropped:
-            await self.store.inbox_set(item.inbox_id, "cancelled", error="cleared by /queue clear", expected="pending")
+            await self.store.inbox.mark(item.inbox_id, "cancelled", error="cleared by /queue clear", expected="pending")
         return len(dropped)
 
     async def enqueue(self, adapter: PlatformAdapter, msg: InboundMessage, key: str) -> int | None:
         """``/queue <text>``: a follow-up of its own (its own inbox row), queued whatever busy_mode says."""
-        row = await self.store.inbox_add(adapter.name, msg.platform_message_id + ":queued", key, msg.to_dict(),
+        row = await self.store.inbox.add(adapter.name, msg.platform_message_id + ":queued", key, msg.to_dict(),
                                          owner=self.instance.id, lease_until=self.instance.lease())
         if row is None:
             return None

@@ -244,7 +244,7 @@ async def test_work_of_an_instance_that_died_on_another_host_is_taken_over_once_
         conn.execute(insert(session_leases).values(key=key, owner=ghost, lease_until=now + 2, updated_at=now))))
     for n in range(2):  # accepted there, never answered
         msg = InboundMessage(source=Source("qa", "far", "u1"), text=f"left {n}", platform_message_id=f"far-{n}")
-        assert await b.store.inbox_add("qa", f"far-{n}", key, msg.to_dict(), owner=ghost, lease_until=now + 2)
+        assert await b.store.inbox.add("qa", f"far-{n}", key, msg.to_dict(), owner=ghost, lease_until=now + 2)
 
     assert await b.recovery.recover(qa_b) == 0  # alive as far as anyone can tell: not taken
     assert await qa_b.say("new one", chat_id="far", message_id="far-2")  # stored for the live owner
@@ -265,14 +265,14 @@ async def test_new_sent_to_another_instance_starts_a_fresh_session_in_the_owner(
     (a, qa_a), (_b, qa_b) = [await make_runner(db_url=cluster_db) for _ in range(2)]
     await qa_a.say("first", chat_id="s", message_id="1")
     await qa_a.wait_for(lambda t: "echo: first" in t, chat_id="s", timeout=10)
-    old = await a.store.session_active("qa:dm:s")
+    old = await a.store.sessions.active("qa:dm:s")
     await qa_b.say("/new", chat_id="s", message_id="2")  # through the instance that does not own the session
     # Sent at once, straight to the owner: answered after /new, in the fresh session.
     await qa_a.say("second", chat_id="s", message_id="3")
     await qa_a.wait_for(lambda t: "echo: second" in t, chat_id="s", timeout=10)
-    new = await a.store.session_active("qa:dm:s")
+    new = await a.store.sessions.active("qa:dm:s")
     assert old is not None and new is not None and new["id"] != old["id"]
-    history = await a.store.session_history(new["id"], limit=50)
+    history = await a.store.messages.history(new["id"], limit=50)
     assert [m["content"] for m in history if m["role"] == "user"] == ["second"]  # nothing of before /new
 
 

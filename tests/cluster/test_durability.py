@@ -21,7 +21,7 @@ def inbound(text: str, mid: str, chat: str = "c1") -> dict[str, Any]:
 
 
 async def _status(runner: Any, row: int, status: str) -> bool:
-    found = await runner.store.inbox_get(row)
+    found = await runner.store.inbox.get(row)
     return found is not None and found["status"] == status
 
 
@@ -53,13 +53,13 @@ async def test_rows_of_a_live_instance_are_left_to_it_and_a_gone_ones_are_taken_
     ids = {}
     for name, owner, lease in (("alive", alive, runner.instance.lease()), ("gone", gone, 10**10),
                                ("expired", expired, 1.0)):
-        ids[name] = await runner.store.inbox_add("qa", name, "qa:dm:c1", inbound(f"from {name}", name),
+        ids[name] = await runner.store.inbox.add("qa", name, "qa:dm:c1", inbound(f"from {name}", name),
                                                  owner=owner, lease_until=lease)
     other = await make_runner(db_url=db)
     await other[1].wait_for(lambda t: {"echo: from gone", "echo: from expired"} <= set(t))
     await asyncio.sleep(0.3)
     assert "echo: from alive" not in other[1].texts() and "echo: from alive" not in qa.texts()
-    assert (await runner.store.inbox_get(ids["alive"]))["owner"] == alive
+    assert (await runner.store.inbox.get(ids["alive"]))["owner"] == alive
     # Recovery runs again (an adapter reconnecting, the periodic sweep): nothing is taken twice.
     assert await other[0].recovery.recover(other[1]) == 0
     assert other[1].texts().count("echo: from gone") == 1
@@ -82,10 +82,10 @@ async def test_a_turn_resumes_after_its_last_stored_step(make_runner, fake_llm, 
     db = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
     runner, _qa = await make_runner(db_url=db)
     session = await runner.sessions.get("qa:dm:c1", "qa")
-    row = await runner.store.inbox_add("qa", "m1", "qa:dm:c1", inbound("count the files", "m1"),
+    row = await runner.store.inbox.add("qa", "m1", "qa:dm:c1", inbound("count the files", "m1"),
                                        owner="gone-host:1:1:x", lease_until=1.0)
     call = {"id": "call_1", "type": "function", "function": {"name": "terminal", "arguments": '{"command": "ls"}'}}
-    await runner.store.append_messages(session["id"], [
+    await runner.store.messages.append(session["id"], [
         {"role": "user", "content": "count the files"},
         {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": "call_1", "content": json.dumps({"output": "a\nb\n", "exit_code": 0})},
@@ -98,7 +98,7 @@ async def test_a_turn_resumes_after_its_last_stored_step(make_runner, fake_llm, 
     assert [m["role"] for m in request["messages"]][-3:] == ["user", "assistant", "tool"]
     assert sum(m["role"] == "user" for m in request["messages"]) == 1  # the question is not asked twice
     assert len(fake_llm.requests) == 1  # one model call: the turn went on, nothing ran before it
-    history = await runner2.store.session_history(session["id"])
+    history = await runner2.store.messages.history(session["id"])
     assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant"]
     await wait_until(lambda: _status(runner2, row, "done"))
 
@@ -116,8 +116,8 @@ async def test_a_resumed_turn_longer_than_the_history_limit_keeps_its_question_a
                {"role": "user", "content": "q2"}, {"role": "assistant", "content": None, "tool_calls": [old_call]},
                {"role": "tool", "tool_call_id": "call_old", "content": "{}"}, {"role": "assistant", "content": "a2"},
                {"role": "user", "content": "q3"}, {"role": "assistant", "content": "a3"}]
-    await runner.store.append_messages(session["id"], earlier)
-    row = await runner.store.inbox_add("qa", "m1", "qa:dm:c1", inbound("list three dirs", "m1"),
+    await runner.store.messages.append(session["id"], earlier)
+    row = await runner.store.inbox.add("qa", "m1", "qa:dm:c1", inbound("list three dirs", "m1"),
                                        owner="gone-host:1:1:x", lease_until=1.0)
     steps: list[dict[str, Any]] = [{"role": "user", "content": "list three dirs"}]
     for n in range(3):
@@ -126,7 +126,7 @@ async def test_a_resumed_turn_longer_than_the_history_limit_keeps_its_question_a
         steps += [{"role": "assistant", "content": None, "tool_calls": [call]},
                   {"role": "tool", "tool_call_id": f"call_{n}", "content": json.dumps({"output": f"f{n}"})}]
     assert len(steps) == 7
-    await runner.store.append_messages(session["id"], steps, inbox_id=row)
+    await runner.store.messages.append(session["id"], steps, inbox_id=row)
     await runner.shutdown()
     fake_llm.script(Reply("three dirs listed"))
     runner2, qa2 = await make_runner({"agent": {"max_history_messages": 4}}, db_url=db)
@@ -144,11 +144,11 @@ async def test_a_call_cut_off_mid_run_gets_a_result_saying_so_not_a_second_run(m
     db = f"sqlite+aiosqlite:///{tmp_path / 'c.db'}"
     runner, _qa = await make_runner(db_url=db)
     session = await runner.sessions.get("qa:dm:c1", "qa")
-    row = await runner.store.inbox_add("qa", "m1", "qa:dm:c1", inbound("deploy", "m1"),
+    row = await runner.store.inbox.add("qa", "m1", "qa:dm:c1", inbound("deploy", "m1"),
                                        owner="gone-host:1:1:x", lease_until=1.0)
     call = {"id": "call_9", "type": "function",
             "function": {"name": "terminal", "arguments": '{"command": "./deploy.sh"}'}}
-    await runner.store.append_messages(session["id"], [{"role": "user", "content": "deploy"},
+    await runner.store.messages.append(session["id"], [{"role": "user", "content": "deploy"},
                                                        {"role": "assistant", "content": None, "tool_calls": [call]}],
                                        inbox_id=row)
     await runner.shutdown()
@@ -188,7 +188,7 @@ async def _gone_row(db: str, text: str) -> int:
     store = Store(db)
     await store.init()
     try:
-        row = await store.inbox_add("qa", "left", "qa:dm:c1", inbound(text, "left"),
+        row = await store.inbox.add("qa", "left", "qa:dm:c1", inbound(text, "left"),
                                     owner=f"{socket.gethostname()}:999999:1:dead", lease_until=10**10)
         assert row is not None
         return row
@@ -197,7 +197,7 @@ async def _gone_row(db: str, text: str) -> int:
 
 
 async def _untouched(runner: Any, row: int, qa: Any, fake_llm: Any) -> None:
-    found = await runner.store.inbox_get(row)
+    found = await runner.store.inbox.get(row)
     assert (found["status"], found["owner"]) == ("pending", f"{socket.gethostname()}:999999:1:dead")
     assert qa.texts() == [] and fake_llm.requests == []
 
@@ -233,7 +233,7 @@ async def test_nothing_is_recovered_while_another_holder_has_the_adapters_creden
         other.release()
     await qa.wait_for(lambda t: "echo: while locked" in t)
     await wait_until(lambda: _status(runner, row, "done"))
-    assert (await runner.store.inbox_get(row))["owner"] == runner.instance.id
+    assert (await runner.store.inbox.get(row))["owner"] == runner.instance.id
     assert qa.texts().count("echo: while locked") == 1
 
 
@@ -270,13 +270,13 @@ async def test_a_turn_for_a_platform_no_longer_enabled_fails_only_a_row_still_un
 
     runner, _qa = await make_runner()
     msg = InboundMessage(Source("gone-platform", "c1", "u1"), "hi", "g1", received_at=1.0)
-    unfinished = await runner.store.inbox_add("gone-platform", "g1", "k", msg.to_dict())
-    moved_on = await runner.store.inbox_add("gone-platform", "g2", "k", msg.to_dict())
-    await runner.store.inbox_set(moved_on, "done")  # finished elsewhere meanwhile
+    unfinished = await runner.store.inbox.add("gone-platform", "g1", "k", msg.to_dict())
+    moved_on = await runner.store.inbox.add("gone-platform", "g2", "k", msg.to_dict())
+    await runner.store.inbox.mark(moved_on, "done")  # finished elsewhere meanwhile
     for row in (unfinished, moved_on):
         await runner.turns.run(Lane("k"), Accepted(row, msg, "k"))
-    assert (await runner.store.inbox_get(unfinished))["status"] == "failed"
-    found = await runner.store.inbox_get(moved_on)
+    assert (await runner.store.inbox.get(unfinished))["status"] == "failed"
+    found = await runner.store.inbox.get(moved_on)
     assert (found["status"], found["error"]) == ("done", None)
 
 
@@ -286,16 +286,16 @@ async def test_a_strangers_row_that_moved_on_is_not_marked_denied(make_runner):
 
     runner, qa = await make_runner(adapters=[UntrustedQAAdapter])
     rows: list[int] = []
-    add = runner.store.inbox_add
+    add = runner.store.inbox.add
 
     async def add_then_move_on(*args: Any, **kwargs: Any) -> int | None:
         row = await add(*args, **kwargs)
         if row is not None:  # another instance finishes it before the access check is written
             rows.append(row)
-            await runner.store.inbox_set(row, "cancelled", error="taken elsewhere")
+            await runner.store.inbox.mark(row, "cancelled", error="taken elsewhere")
         return row
 
-    runner.store.inbox_add = add_then_move_on  # type: ignore[method-assign]
+    runner.store.inbox.add = add_then_move_on  # type: ignore[method-assign]
     assert not await qa.say("hello", user_id="stranger")
-    found = await runner.store.inbox_get(rows[0])
+    found = await runner.store.inbox.get(rows[0])
     assert (found["status"], found["error"]) == ("cancelled", "taken elsewhere")

@@ -36,7 +36,7 @@ async def eventually(probe: Callable[[], Awaitable[Any]], timeout: float = 10.0)
 
 async def titled(runner: Any, key: str = "qa:dm:c1") -> dict[str, Any]:
     async def probe() -> dict[str, Any] | None:
-        row = await runner.store.session_active(key)
+        row = await runner.store.sessions.active(key)
         return row if row and row["title"] else None
 
     return await eventually(probe)
@@ -139,16 +139,16 @@ async def test_title_is_taken_from_the_first_message_and_can_be_set(make_runner,
     session = await titled(runner)
     assert session["title"] == "Plan a weekend in Lisbon with the kids, cheap flights and a…"
     await ask(qa, "more", "echo: more")
-    assert (await runner.store.session_active("qa:dm:c1"))["title"] == session["title"]  # only the first
+    assert (await runner.store.sessions.active("qa:dm:c1"))["title"] == session["title"]  # only the first
     await ask(qa, "/title Lisbon *trip*", "🏷")
     await ask(qa, "/title", "Title: Lisbon \\*trip\\*")
-    assert (await runner.store.session_active("qa:dm:c1"))["title"] == "Lisbon *trip*"
+    assert (await runner.store.sessions.active("qa:dm:c1"))["title"] == "Lisbon *trip*"
 
 
 async def test_sessions_lists_this_chat_and_resume_brings_one_back(make_runner, fake_llm: FakeLLM):
     runner, qa = await make_runner()
     await ask(qa, "alpha topic", "echo: alpha topic")
-    first = await runner.store.session_active("qa:dm:c1")
+    first = await runner.store.sessions.active("qa:dm:c1")
     await ask(qa, "/new", "fresh")
     await ask(qa, "beta topic", "echo: beta topic")
     await ask(qa, "elsewhere", "echo: elsewhere", chat_id="c2")  # another chat: not listed here
@@ -159,7 +159,7 @@ async def test_sessions_lists_this_chat_and_resume_brings_one_back(make_runner, 
     assert listing[2].startswith("2. beta topic") and listing[3].startswith("3. alpha topic")
     assert len(listing) == 5 and "elsewhere" not in texts[-1]
     await ask(qa, "/resume 3", "Back to alpha topic (2 messages)")
-    active = await runner.store.session_active("qa:dm:c1")
+    active = await runner.store.sessions.active("qa:dm:c1")
     assert active["id"] == first["id"]
     await ask(qa, "and more", "echo: and more")
     assert conversation(fake_llm.requests[-1]) == [("user", "alpha topic"), ("assistant", "echo: alpha topic"),
@@ -246,7 +246,7 @@ async def test_model_switches_per_session_and_refuses_others(make_runner, fake_l
 async def test_reasoning_only_where_the_model_takes_it(make_runner, fake_llm: FakeLLM, choices):
     runner, qa = await make_runner(choices)
     await ask(qa, "/reasoning high", "does not take a reasoning effort")
-    assert (await runner.store.session_active("qa:dm:c1") or {}).get("reasoning_effort") is None
+    assert (await runner.store.sessions.active("qa:dm:c1") or {}).get("reasoning_effort") is None
     await ask(qa, "/model thinker", "now uses `thinker`")
     await ask(qa, "/reasoning extreme", "Use /reasoning low")
     await ask(qa, "/reasoning high", "Reasoning effort: high")

@@ -78,8 +78,8 @@ async def test_due_job_runs_in_its_own_session_and_delivers_with_header(make_run
     [text] = qa.texts("c1")
     assert text.startswith(f"⏰ Cron job «news» ({job['id']})") and "summarise the news" in text
     # The run had a session of its own; the chat it was created from has no history from it.
-    assert await runner.store.session_active(runner.key_for(ORIGIN)) is None
-    assert await runner.store.session_active(f"cron:{job['id']}:{run['id']}") is not None
+    assert await runner.store.sessions.active(runner.key_for(ORIGIN)) is None
+    assert await runner.store.sessions.active(f"cron:{job['id']}:{run['id']}") is not None
     stored = await sched.store.job(job["id"])
     assert stored["next_run_at"] == T0 + 7200 and stored["last_status"] == "ok" and stored["runs_done"] == 1
 
@@ -624,12 +624,12 @@ async def test_platform_target_uses_configured_home_chat_until_sethome(make_runn
     clock.t += 3600
     await sched.tick()
     await settle(sched)
-    [row] = await runner.store.chat_log_list("web", "webhome")
+    [row] = await runner.store.chat_log.recent("web", "webhome")
     assert row["text"].startswith("⏰ Cron job") and "to the web" in row["text"]
     # qa has no home chat yet: that target failed (and was retried), the web one was not sent twice.
     [run] = await runs(sched, job["id"])
     assert run["delivery_status"] == "failed" and "qa: no home chat" in run["delivery_error"]
-    assert len(await runner.store.chat_log_list("web", "webhome")) == 1
+    assert len(await runner.store.chat_log.recent("web", "webhome")) == 1
     await qa.say("/sethome", chat_id="qahome")
     await qa.wait_for(lambda t: len(t) >= 1, chat_id="qahome")
     clock.t += 3600

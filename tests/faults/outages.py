@@ -71,8 +71,8 @@ def shown_in(qa: Any, chat_id: str) -> list[str]:
 
 async def stored_history(runner: GatewayRunner, source: Source) -> list[dict[str, Any]]:
     """Every message the chat's active session stored, in order."""
-    row = await runner.store.session_active(runner.key_for(source))
-    return [] if row is None else await runner.store.session_history(row["id"])
+    row = await runner.store.sessions.active(runner.key_for(source))
+    return [] if row is None else await runner.store.messages.history(row["id"])
 
 
 def consistent(history: list[dict[str, Any]]) -> list[str]:

@@ -149,7 +149,7 @@ async def test_on_a_full_disk_each_write_is_answered_once_and_waiting_ones_finis
     try:
         async def add(i: int, wait: bool) -> Any:
             try:
-                return await store.inbox_add("web", f"m{i}", "k", {"text": "x" * 3000}, wait=wait)
+                return await store.inbox.add("web", f"m{i}", "k", {"text": "x" * 3000}, wait=wait)
             except Unavailable as exc:
                 return exc.fault
 
@@ -161,7 +161,7 @@ async def test_on_a_full_disk_each_write_is_answered_once_and_waiting_ones_finis
         # A write reported done is stored: the message it acknowledged is there, under the id it was given.
         for i, result in enumerate(refused):
             if isinstance(result, int):
-                row = await store.inbox_get(result)
+                row = await store.inbox.get(result)
                 assert row is not None and row["platform_message_id"] == f"m{i}", (i, result, row)
         assert store.faults.conditions()["disk"]["fault"] == "disk_full"
         waiting = asyncio.ensure_future(add(1000, True))  # work already taken waits for space
@@ -251,7 +251,7 @@ async def test_a_message_whose_insert_was_committed_as_the_connection_dropped_is
     (its owner, this instance, is not gone, so no recovery took it)."""
     runner = await start("polling", slack=False)
     store = runner.store
-    real_add = store.inbox_add
+    real_add = store.inbox.add
     dropped: list[str] = []
 
     async def add_then_drop(platform: str, platform_message_id: str, *args: Any, **kw: Any) -> Any:
@@ -261,7 +261,7 @@ async def test_a_message_whose_insert_was_committed_as_the_connection_dropped_is
             raise Unavailable("database", "database_unavailable", "database unavailable")
         return stored
 
-    monkeypatch.setattr(store, "inbox_add", add_then_drop)
+    monkeypatch.setattr(store.inbox, "add", add_then_drop)
     fake_tg.user_message(ALICE_TG, text="committed anyway")
     await fake_tg.wait_sent(lambda sent: any(s.text == "echo: committed anyway" for s in sent), timeout=15)
     fake_tg.user_message(ALICE_TG, text="next")

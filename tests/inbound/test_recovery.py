@@ -27,10 +27,10 @@ async def test_unfinished_messages_are_answered_after_a_restart(make_runner, fak
     # What a crash leaves behind: one message never started, one answered but only half delivered. Owned by
     # the running instance, so its own recovery (which may run any moment now) leaves them to the restart.
     owner = {"owner": runner.instance.id, "lease_until": runner.instance.lease()}
-    pending = await runner.store.inbox_add("qa", "p1", "qa:dm:c1", inbound("left behind", "p1").to_dict(), **owner)
-    replied = await runner.store.inbox_add("qa", "p2", "qa:dm:c1", inbound("half sent", "p2").to_dict(), **owner)
-    await runner.store.inbox_set(replied, "replied", reply=PART1 + "\n\n" + PART2)
-    await runner.store.outbox_record(replied, "qa", "c1", 0, "old-m", "sent")
+    pending = await runner.store.inbox.add("qa", "p1", "qa:dm:c1", inbound("left behind", "p1").to_dict(), **owner)
+    replied = await runner.store.inbox.add("qa", "p2", "qa:dm:c1", inbound("half sent", "p2").to_dict(), **owner)
+    await runner.store.inbox.mark(replied, "replied", reply=PART1 + "\n\n" + PART2)
+    await runner.store.outbox.record(replied, "qa", "c1", 0, "old-m", "sent")
     await runner.shutdown()
 
     class Tiny(QAAdapter):
@@ -44,8 +44,8 @@ async def test_unfinished_messages_are_answered_after_a_restart(make_runner, fak
     assert PART1 not in qa2.texts()
     assert qa2.texts().count(PART2) == 1
     assert texts.count("echo: left behind") == 1
-    assert await runner2.store.inbox_unfinished() == []
-    assert (await runner2.store.inbox_get(pending))["status"] == "done"
+    assert await runner2.store.inbox.unfinished() == []
+    assert (await runner2.store.inbox.get(pending))["status"] == "done"
 
 
 async def test_shutdown_drains_a_running_turn(make_runner, fake_llm):
@@ -74,22 +74,22 @@ async def test_commands_left_unfinished_are_not_replayed_and_their_senders_are_t
     db = f"sqlite+aiosqlite:///{tmp_path / 'c.db'}"
     runner, _qa = await make_runner(db_url=db)
     session = await runner.sessions.get("qa:dm:c1", "qa")
-    old = await runner.store.inbox_add("qa", "cmd", "qa:dm:c1", inbound("/new", "cmd").to_dict())  # no command field
-    typed_row = await runner.store.inbox_add("qa", "cmd2", "qa:dm:c1", typed("/new please", "cmd2").to_dict())
-    native = await runner.store.inbox_add("qa", "cmd3", "qa:dm:c1",
+    old = await runner.store.inbox.add("qa", "cmd", "qa:dm:c1", inbound("/new", "cmd").to_dict())  # no command field
+    typed_row = await runner.store.inbox.add("qa", "cmd2", "qa:dm:c1", typed("/new please", "cmd2").to_dict())
+    native = await runner.store.inbox.add("qa", "cmd3", "qa:dm:c1",
                                           inbound("", "cmd3", CommandCall("frobnicate", native=True)).to_dict())
     await runner.shutdown()
     runner2, qa2 = await make_runner(db_url=db)
     texts = await qa2.wait_for(lambda t: len(t) >= 3)
     await asyncio.sleep(0.2)
     # Not run (the session was not reset), each sender told in one line which command and what to do.
-    assert (await runner2.store.session_active("qa:dm:c1"))["id"] == session["id"]
+    assert (await runner2.store.sessions.active("qa:dm:c1"))["id"] == session["id"]
     assert texts.count("↻ Herald restarted before it could run /new: it was not run. "
                        "Send it again if you still want it.") == 2
     assert sum("/frobnicate" in t and "not run" in t for t in texts) == 1
     assert len(qa2.texts()) == 3 and fake_llm.requests == []
     for row in (old, typed_row, native):
-        assert (await runner2.store.inbox_get(row))["status"] == "cancelled"
+        assert (await runner2.store.inbox.get(row))["status"] == "cancelled"
 
 
 async def test_prose_that_starts_with_a_path_is_answered_after_a_restart(make_runner, fake_llm, tmp_path):
@@ -99,7 +99,7 @@ async def test_prose_that_starts_with_a_path_is_answered_after_a_restart(make_ru
     runner, _qa = await make_runner(db_url=db)
     stored = typed("/etc is full, why?", "p1")
     assert stored.command is not None and stored.command.name == "etc"
-    row = await runner.store.inbox_add("qa", "p1", "qa:dm:c1", stored.to_dict())
+    row = await runner.store.inbox.add("qa", "p1", "qa:dm:c1", stored.to_dict())
     await runner.shutdown()
     runner2, qa2 = await make_runner(db_url=db)
     await qa2.wait_for(lambda t: "echo: /etc is full, why?" in t)
@@ -113,7 +113,7 @@ async def test_a_row_its_adapter_did_not_take_for_a_command_is_prose_after_a_res
     "!", so a "/new" there is text — goes to the model after a restart, as it would have before."""
     db = f"sqlite+aiosqlite:///{tmp_path / 'n.db'}"
     runner, _qa = await make_runner(db_url=db)
-    row = await runner.store.inbox_add("qa", "s1", "qa:dm:c1", inbound("/new is what I typed", "s1").to_dict(),
+    row = await runner.store.inbox.add("qa", "s1", "qa:dm:c1", inbound("/new is what I typed", "s1").to_dict(),
                                        owner="gone-host:1:1:x", lease_until=1.0)
     await runner.shutdown()
     runner2, qa2 = await make_runner(db_url=db)
@@ -123,10 +123,10 @@ async def test_a_row_its_adapter_did_not_take_for_a_command_is_prose_after_a_res
 
 async def _wait_status(runner, row: int, status: str) -> None:
     for _ in range(200):
-        if (await runner.store.inbox_get(row))["status"] == status:
+        if (await runner.store.inbox.get(row))["status"] == status:
             return
         await asyncio.sleep(0.02)
-    raise AssertionError(f"row {row} is {(await runner.store.inbox_get(row))['status']}, not {status}")
+    raise AssertionError(f"row {row} is {(await runner.store.inbox.get(row))['status']}, not {status}")
 
 
 async def test_a_message_left_behind_is_answered_before_one_its_chat_sent_after_the_restart(make_runner, fake_llm,
@@ -137,7 +137,7 @@ async def test_a_message_left_behind_is_answered_before_one_its_chat_sent_after_
     db = f"sqlite+aiosqlite:///{tmp_path / 'o.db'}"
     runner, _qa = await make_runner(db_url=db)
     owner = {"owner": runner.instance.id, "lease_until": runner.instance.lease()}
-    await runner.store.inbox_add("qa", "old", "qa:dm:c1", inbound("left behind", "old").to_dict(), **owner)
+    await runner.store.inbox.add("qa", "old", "qa:dm:c1", inbound("left behind", "old").to_dict(), **owner)
     await runner.shutdown()
 
     class Eager(QAAdapter):
@@ -160,7 +160,7 @@ async def test_messages_left_behind_are_answered_even_past_the_queue_bound(make_
     runner, _qa = await make_runner({"gateway": {"max_queue": 2}}, db_url=db)
     owner = {"owner": runner.instance.id, "lease_until": runner.instance.lease()}
     for i in range(6):
-        await runner.store.inbox_add("qa", f"b{i}", "qa:dm:c1", inbound(f"backlog {i}", f"b{i}").to_dict(), **owner)
+        await runner.store.inbox.add("qa", f"b{i}", "qa:dm:c1", inbound(f"backlog {i}", f"b{i}").to_dict(), **owner)
     await runner.shutdown()
     runner2, qa2 = await make_runner({"gateway": {"max_queue": 2}}, db_url=db)
     expected = [f"echo: backlog {i}" for i in range(6)]
@@ -168,7 +168,7 @@ async def test_messages_left_behind_are_answered_even_past_the_queue_bound(make_
     assert [t for t in texts if t.startswith("echo: ")] == expected
     assert not any("already waiting" in t for t in texts)
     for _ in range(200):  # the last row is marked done just after its answer went out
-        if await runner2.store.inbox_unfinished() == []:
+        if await runner2.store.inbox.unfinished() == []:
             break
         await asyncio.sleep(0.02)
-    assert await runner2.store.inbox_unfinished() == []
+    assert await runner2.store.inbox.unfinished() == []

@@ -107,7 +107,7 @@ async def test_reads_over_http_answer_503_at_once_while_taken_work_waits_for_the
         while (await asyncio.wait_for(stream.content.readline(), 10)).strip():
             pass  # the rest of the first frame, to its blank line
         db._read_once = read_once
-        waiting = asyncio.create_task(runner.store.session_active("web:dm:other"))  # taken work: waits
+        waiting = asyncio.create_task(runner.store.sessions.active("web:dm:other"))  # taken work: waits
         # The open dashboard renders again every second meanwhile: it keeps what it shows and stays open (no
         # frame, no end of the stream).
         with pytest.raises(TimeoutError):

@@ -152,28 +152,28 @@ async def test_formatting_rejection_resends_the_same_words_plain(store):
 async def test_chunks_already_sent_are_skipped(store):
     adapter = Recorder()
     text = "a" * 50 + "\n\n" + "b" * 50
-    inbox_id = await store.inbox_add("rec", "p1", "k", {})
-    await store.inbox_set(inbox_id, "replied")
-    await store.outbox_record(inbox_id, "rec", "c", 0, "old", "sent")
+    inbox_id = await store.inbox.add("rec", "p1", "k", {})
+    await store.inbox.mark(inbox_id, "replied")
+    await store.outbox.record(inbox_id, "rec", "c", 0, "old", "sent")
     await Delivery(store).deliver(adapter, "c", OutboundMessage(text), inbox_id=inbox_id, resume=True,
                                   finish_inbox=True)
     assert [t for _, t in adapter.sent] == ["b" * 50]
-    assert (await store.inbox_get(inbox_id))["status"] == "done"
+    assert (await store.inbox.get(inbox_id))["status"] == "done"
     assert [r["chunk_index"] for r in await outbox_rows(store)] == [0, 1]
 
 
 async def test_last_chunk_and_inbox_done_commit_together(store):
     adapter = Recorder()
-    inbox_id = await store.inbox_add("rec", "p2", "k", {})
-    await store.inbox_set(inbox_id, "replied")
+    inbox_id = await store.inbox.add("rec", "p2", "k", {})
+    await store.inbox.mark(inbox_id, "replied")
     report = await Delivery(store).deliver(adapter, "c", OutboundMessage("one"), inbox_id=inbox_id, finish_inbox=True)
     assert report.message_ids == ["id1"]
-    assert (await store.inbox_get(inbox_id))["status"] == "done"
+    assert (await store.inbox.get(inbox_id))["status"] == "done"
     adapter.failures["c"] = [PermanentError("chat not found")]
-    failed_id = await store.inbox_add("rec", "p3", "k", {})
-    await store.inbox_set(failed_id, "replied")
+    failed_id = await store.inbox.add("rec", "p3", "k", {})
+    await store.inbox.mark(failed_id, "replied")
     await Delivery(store).deliver(adapter, "c", OutboundMessage("two"), inbox_id=failed_id, finish_inbox=True)
-    row = await store.inbox_get(failed_id)
+    row = await store.inbox.get(failed_id)
     assert row["status"] == "failed" and row["error"] == "chat not found"
 
 
@@ -187,13 +187,13 @@ async def test_each_chunk_is_marked_sending_before_it_goes_out(store):
             return await super().send(chat_id, text, message, idempotency_key=idempotency_key)
 
     adapter = Watching()
-    inbox_id = await store.inbox_add("rec", "p4", "k", {})
-    await store.inbox_set(inbox_id, "replied")
+    inbox_id = await store.inbox.add("rec", "p4", "k", {})
+    await store.inbox.mark(inbox_id, "replied")
     await Delivery(store).deliver(adapter, "c", OutboundMessage("a" * 60 + "\n\n" + "b" * 60), inbox_id=inbox_id,
                                   finish_inbox=True)
     assert seen == [["sending"], ["sent", "sending"]]
     assert [r["status"] for r in await outbox_rows(store)] == ["sent", "sent"]
-    assert (await store.inbox_get(inbox_id))["status"] == "done"
+    assert (await store.inbox.get(inbox_id))["status"] == "done"
 
 
 @pytest.mark.parametrize("idempotent", [True, False])
@@ -203,8 +203,8 @@ async def test_a_chunk_cut_off_mid_send_is_resent_with_its_key_or_announced(stor
     from gateway.outbound.delivery import MAYBE_REPEATED
     from gateway.platforms.base import Capabilities
 
-    inbox_id = await store.inbox_add("rec", "p5", "k", {})
-    await store.inbox_set(inbox_id, "replied")
+    inbox_id = await store.inbox.add("rec", "p5", "k", {})
+    await store.inbox.mark(inbox_id, "replied")
     adapter = Recorder(Capabilities(max_message_length=100, idempotent_send=idempotent))
 
     class Crash(Exception):
@@ -221,7 +221,7 @@ async def test_a_chunk_cut_off_mid_send_is_resent_with_its_key_or_announced(stor
     texts = [t for _, t in adapter.sent]
     assert texts == (["the answer"] if idempotent else [MAYBE_REPEATED, "the answer"])
     assert adapter.keys[-1] == first["idempotency_key"]  # the key the first attempt was sent with
-    assert (await store.inbox_get(inbox_id))["status"] == "done"
+    assert (await store.inbox.get(inbox_id))["status"] == "done"
     assert [(r["status"], r["idempotency_key"]) for r in await outbox_rows(store)] == [
         ("sent", first["idempotency_key"])]
 
@@ -230,9 +230,9 @@ async def test_a_chunk_an_older_herald_began_is_resent_with_the_key_it_used(stor
     """Outbox rows from before keys were stored: that version sent with ``herald-<inbox>-<chunk>``."""
     from gateway.platforms.base import Capabilities
 
-    inbox_id = await store.inbox_add("rec", "p5", "k", {})
-    await store.inbox_set(inbox_id, "replied")
-    await store.outbox_record(inbox_id, "rec", "c", 0, None, "sending")  # no key stored
+    inbox_id = await store.inbox.add("rec", "p5", "k", {})
+    await store.inbox.mark(inbox_id, "replied")
+    await store.outbox.record(inbox_id, "rec", "c", 0, None, "sending")  # no key stored
     adapter = Recorder(Capabilities(max_message_length=100, idempotent_send=True))
     await Delivery(store).deliver(adapter, "c", OutboundMessage("the answer"), inbox_id=inbox_id, resume=True,
                                   finish_inbox=True)
@@ -248,20 +248,20 @@ async def test_an_inbox_id_sqlite_hands_out_again_gets_new_keys_and_its_answer_i
     from gateway.storage.tables import inbox
 
     web = WebAdapter(AdapterContext(gateway=None, config=None, home=tmp_path, media_dir=tmp_path,  # type: ignore[arg-type]
-                                    chat_log=store))
+                                    chat_log=store.chat_log))
     delivery = Delivery(store)
-    first = await store.inbox_add("web", "u-1", "web:dm:c", {})
-    await store.inbox_set(first, "replied")
+    first = await store.inbox.add("web", "u-1", "web:dm:c", {})
+    await store.inbox.mark(first, "replied")
     await delivery.deliver(web, "c", OutboundMessage("old answer"), inbox_id=first, finish_inbox=True)
     # What deleting the newest rows leaves: the chat log keeps the old answer, the id is free again.
     await store.run_write(lambda conn: (conn.execute(outbox.delete()), conn.execute(inbox.delete())))
-    second = await store.inbox_add("web", "u-2", "web:dm:c", {})
+    second = await store.inbox.add("web", "u-2", "web:dm:c", {})
     assert second == first
-    await store.inbox_set(second, "replied")
+    await store.inbox.mark(second, "replied")
     report = await delivery.deliver(web, "c", OutboundMessage("new answer"), inbox_id=second, finish_inbox=True)
-    shown = [r["text"] for r in await store.chat_log_list("web", "c")]
+    shown = [r["text"] for r in await store.chat_log.recent("web", "c")]
     assert shown == ["old answer", "new answer"]
-    assert report.message_ids and (await store.chat_log_get("web", report.message_ids[0]))["text"] == "new answer"
+    assert report.message_ids and (await store.chat_log.get("web", report.message_ids[0]))["text"] == "new answer"
 
 
 async def test_every_id_a_send_returns_is_recorded(store):
@@ -270,8 +270,8 @@ async def test_every_id_a_send_returns_is_recorded(store):
             await super().send(chat_id, text, message)
             return ["x1", "x2"]
 
-    inbox_id = await store.inbox_add("rec", "p6", "k", {})
-    await store.inbox_set(inbox_id, "replied")
+    inbox_id = await store.inbox.add("rec", "p6", "k", {})
+    await store.inbox.mark(inbox_id, "replied")
     report = await Delivery(store).deliver(Splitting(), "c", OutboundMessage("hi"), inbox_id=inbox_id)
     assert report.message_ids == ["x1", "x2"]
     assert (await outbox_rows(store))[0]["platform_message_id"] == "x1 x2"
@@ -297,13 +297,13 @@ async def test_an_answer_is_sent_only_while_its_inbox_row_is_this_instances(db_u
     chunk's own transaction). An instance whose row was taken over stops before its next chunk, and the
     taker carries on from the chunks already out."""
     from gateway.platforms.base import Capabilities
-    from gateway.storage.store import NotExpected
+    from gateway.storage.inbox import NotExpected
 
     store = Store(db_url)
     await store.init()
     try:
-        row = await store.inbox_add("rec", "m1", "rec:dm:c", {"text": "q"}, owner="instance-a")
-        await store.inbox_set(row, "replied", reply="x", expected="pending")
+        row = await store.inbox.add("rec", "m1", "rec:dm:c", {"text": "q"}, owner="instance-a")
+        await store.inbox.mark(row, "replied", reply="x", expected="pending")
         text = " ".join(f"word{i}" for i in range(60))  # several chunks of at most 100 characters
         stranger, a = Recorder(Capabilities(max_message_length=100)), Recorder(Capabilities(max_message_length=100))
         with pytest.raises(NotExpected):
@@ -329,6 +329,6 @@ async def test_an_answer_is_sent_only_while_its_inbox_row_is_this_instances(db_u
                                                                    resume=True, finish_inbox=True)
         assert not report.failed
         assert [t for _, t in a.sent + b.sent] == chunk_text(text, 100)  # every chunk once, in order
-        assert (await store.inbox_get(row))["status"] == "done"
+        assert (await store.inbox.get(row))["status"] == "done"
     finally:
         await store.close()

@@ -118,7 +118,7 @@ async def test_a_streamed_reply_is_one_message_edited_at_a_bounded_rate_ending_w
     lengths = [len(text) for text in reply.texts]
     assert lengths == sorted(lengths) and lengths[0] < len(reply.text)
     # What was stored is the model's answer, untouched by streaming.
-    history = await runner.store.session_history((await runner.store.session_active(f"telegram:dm:{ALICE}"))["id"])
+    history = await runner.store.messages.history((await runner.store.sessions.active(f"telegram:dm:{ALICE}"))["id"])
     assert history[-1] == {"role": "assistant", "content": ANSWER}
     assert fake_llm.requests[0].get("stream") is True
     assert await inbox_status(runner) == ["done"]
@@ -163,7 +163,7 @@ async def test_a_tools_progress_line_appears_and_verbose_off_removes_it(start_tg
     fake_tg.user_message(ALICE, text="/verbose off")
     await until(lambda: any(m.text.startswith("Progress: off") for m in fake_tg.sent_to(ALICE)))
     key = f"telegram:dm:{ALICE}"
-    assert (await runner.store.session_active(key))["verbose"] == "off"
+    assert (await runner.store.sessions.active(key))["verbose"] == "off"
     fake_llm.script(ToolCall("terminal", {"command": "echo again"}), Reply("it said again", delay=2.5))
     fake_tg.user_message(ALICE, text="say again")
     await until(lambda: any(m.text == "it said again" for m in fake_tg.sent_to(ALICE)), timeout=20)
@@ -290,18 +290,18 @@ async def test_a_stream_message_whose_send_was_not_recorded_is_made_the_answer_w
     runner, _qa = await make_runner({"platforms": {"web": {"enabled": True}}, **STREAMING})
     web = runner.adapters["web"]
     msg = InboundMessage(Source("web", "c9", "owner"), "tell me", "c9/q1", received_at=1.0)
-    row = await runner.store.inbox_add("web", "c9/q1", "web:dm:c9", msg.to_dict(), owner="gone-host:1:1:x",
+    row = await runner.store.inbox.add("web", "c9/q1", "web:dm:c9", msg.to_dict(), owner="gone-host:1:1:x",
                                        lease_until=1.0)
-    await runner.store.inbox_set(row, "replied", reply="The **whole** answer.")
+    await runner.store.inbox.mark(row, "replied", reply="The **whole** answer.")
     key = "herald-0123456789abcdef0123456789abcdef"
-    await runner.store.outbox_begin(row, "web", "c9", 0, key=key)  # the stream's message, never recorded as out
-    await runner.store.chat_log_add("web", "c9", f"a-{key}", "assistant", "The who", None)
+    await runner.store.outbox.begin(row, "web", "c9", 0, key=key)  # the stream's message, never recorded as out
+    await runner.store.chat_log.add("web", "c9", f"a-{key}", "assistant", "The who", None)
     assert await runner.recovery.recover(web) == 1
     deadline = time.monotonic() + 10
-    while (await runner.store.inbox_get(row))["status"] != "done":
+    while (await runner.store.inbox.get(row))["status"] != "done":
         assert time.monotonic() < deadline
         await asyncio.sleep(0.05)
-    log = [r for r in await runner.store.chat_log_list("web", "c9") if r["role"] == "assistant"]
+    log = [r for r in await runner.store.chat_log.recent("web", "c9") if r["role"] == "assistant"]
     assert [(r["message_id"], r["text"]) for r in log] == [(f"a-{key}", "The **whole** answer.")]
 
 

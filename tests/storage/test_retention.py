@@ -14,16 +14,16 @@ from gateway.storage.tables import inbox, messages, outbox, sessions
 async def _conversation(store: Store, key: str, n: int, age_days: float) -> tuple[str, list[int]]:
     """A session with ``n`` exchanges, each with an inbox row (done) and an outbox row, ``age_days`` old."""
     session_id = f"s-{key}"
-    await store.session_create(session_id, key, "qa", "prompt")
+    await store.sessions.create(session_id, key, "qa", "prompt")
     inbox_ids = []
     for i in range(n):
-        row = await store.inbox_add("qa", f"{key}-{i}", key, {"text": f"m{i}"})
+        row = await store.inbox.add("qa", f"{key}-{i}", key, {"text": f"m{i}"})
         assert row is not None
         inbox_ids.append(row)
-        await store.append_messages(session_id, [{"role": "user", "content": f"m{i}"},
+        await store.messages.append(session_id, [{"role": "user", "content": f"m{i}"},
                                                  {"role": "assistant", "content": f"r{i}"}],
                                     inbox_id=row, inbox_status="done")
-        await store.outbox_record(row, "qa", key, 0, f"p{i}", "sent")
+        await store.outbox.record(row, "qa", key, 0, f"p{i}", "sent")
     then = time.time() - age_days * DAY
     await store.run_write(lambda conn: (
         conn.execute(update(sessions).where(sessions.c.id == session_id).values(updated_at=then)),
@@ -54,11 +54,11 @@ async def test_retention_removes_only_idle_sessions_rows(db_url: str) -> None:
             update(sessions).where(sessions.c.id == active_id).values(updated_at=time.time() - 3600)))
         recent_id, _ = await _conversation(store, "recent", 2, age_days=1)
         # A message still being worked on is never pruned, however old.
-        pending = await store.inbox_add("qa", "idle-pending", "idle", {"text": "later"})
+        pending = await store.inbox.add("qa", "idle-pending", "idle", {"text": "later"})
         assert pending is not None
         await store.run_write(lambda conn: conn.execute(
             update(inbox).where(inbox.c.id == pending).values(updated_at=time.time() - 40 * DAY)))
-        await store.session_history(idle_id, limit=50)  # cached: must not come back after pruning
+        await store.messages.history(idle_id, limit=50)  # cached: must not come back after pruning
 
         total = await Retention(store, days=30, batch=3, pause=0).prune()
 
@@ -67,8 +67,8 @@ async def test_retention_removes_only_idle_sessions_rows(db_url: str) -> None:
         assert await _counts(store, idle_id, "idle") == (0, 1, 0)  # only the pending row is left
         assert await _counts(store, active_id, "active") == (14, 7, 7)
         assert await _counts(store, recent_id, "recent") == (4, 2, 2)
-        assert await store.session_history(idle_id, limit=50) == []
-        assert await store.session_get(idle_id) is not None  # the session row itself stays
+        assert await store.messages.history(idle_id, limit=50) == []
+        assert await store.sessions.get(idle_id) is not None  # the session row itself stays
         again = await Retention(store, days=30, batch=3, pause=0).prune()
         assert again["messages"] == again["inbox"] == 0
     finally:
@@ -85,10 +85,10 @@ async def test_retention_removes_idle_chats_log_and_old_usage_but_keeps_memories
     old, now = time.time() - 40 * DAY, time.time()
     try:
         for i in range(5):  # an idle chat's log, and an active chat whose old lines stay with it
-            await store.chat_log_add("web", "idle", f"i{i}", "user", f"old {i}")
-            await store.chat_log_add("web", "busy", f"b{i}", "user", f"old {i}")
+            await store.chat_log.add("web", "idle", f"i{i}", "user", f"old {i}")
+            await store.chat_log.add("web", "busy", f"b{i}", "user", f"old {i}")
         await store.run_write(lambda conn: conn.execute(update(chat_log).values(created_at=old, updated_at=old)))
-        await store.chat_log_add("web", "busy", "b-new", "user", "today")
+        await store.chat_log.add("web", "busy", "b-new", "user", "today")
         usage_row = {"platform": "qa", "user_id": "u", "model": "m", "prompt_tokens": 1, "completion_tokens": 1,
                      "cached_tokens": 0, "calls": 1, "estimated": False}
         await store.run_write(lambda conn: conn.execute(insert(usage), [

@@ -89,9 +89,9 @@ async def test_a_history_over_the_budget_is_compressed_once_and_the_turn_goes_on
     assert (old["end_reason"], new["parent_id"], new["ended_at"]) == ("compressed", old["id"], None)
     assert new["summary"] == "SUMMARY-1" and new["system_prompt"] == old["system_prompt"]
     # Lineage: every original message is still in the old session; the new one has no duplicate of the turn.
-    old_history = await runner.store.session_history(old["id"])
+    old_history = await runner.store.messages.history(old["id"])
     assert [m["content"] for m in old_history if m["role"] == "user"] == [f"turn {n} {BIG}" for n in range(1, turns)]
-    new_history = await runner.store.session_history(new["id"])
+    new_history = await runner.store.messages.history(new["id"])
     assert [m["content"] for m in new_history].count(f"turn {turns} {BIG}") == 1
     assert new_history[-1]["content"] == f"echo: turn {turns} {BIG}"
 
@@ -143,14 +143,14 @@ async def test_a_turn_compressed_between_tool_calls_goes_on_in_the_new_session(m
     await say(qa, "three", 3)
     assert qa.texts()[-1].startswith("tool said: ")
     old, new = await sessions_of(runner, KEY)
-    new_history = await runner.store.session_history(new["id"])
+    new_history = await runner.store.messages.history(new["id"])
     # The turn's stored steps were carried over and its answer stored after them, in the new session.
     assert [m["role"] for m in new_history] == ["user", "assistant", "tool", "assistant"]
     assert new_history[0]["content"] == "three" and new_history[1]["tool_calls"][0]["id"] == "call_x"
-    steps = await runner.store.turn_steps(await _inbox_of(runner, "three"))
+    steps = await runner.store.messages.turn_steps(await _inbox_of(runner, "three"))
     assert steps is not None and steps[0] == new["id"]
     # The old session still holds the steps it had when the turn left it.
-    assert [m["role"] for m in (await runner.store.session_history(old["id"]))[-3:]] == ["user", "assistant", "tool"]
+    assert [m["role"] for m in (await runner.store.messages.history(old["id"]))[-3:]] == ["user", "assistant", "tool"]
 
 
 async def _inbox_of(runner: Any, text: str) -> int:
@@ -174,7 +174,7 @@ async def test_compress_on_demand(make_runner, fake_llm, db_url):
     assert len(asked) == 1
     old, new = await sessions_of(runner, KEY)
     assert old["end_reason"] == "compressed" and new["parent_id"] == old["id"] and new["summary"] == "SUMMARY-1"
-    assert len(await runner.store.session_history(old["id"])) == 8
+    assert len(await runner.store.messages.history(old["id"])) == 8
     await say(qa, "after", 5)
     sent = turn_requests(fake_llm)[-1]["messages"]
     assert sent[1]["content"].endswith("SUMMARY-1") and sent[-1]["content"] == "after"
@@ -196,20 +196,20 @@ async def test_compress_sent_on_seeing_the_answer_waits_for_it_to_be_stored(make
     asked = summarising(fake_llm)
     for n in range(1, 4):
         await say(qa, f"message {n} {BIG}", n)
-    finish = runner.store.outbox_finish
+    finish = runner.store.outbox.finish
 
     async def slow_finish(*args: Any, **kwargs: Any) -> None:
         await asyncio.sleep(0.5)  # the answer is out; its turn still holds the session while this is stored
         await finish(*args, **kwargs)
 
-    runner.store.outbox_finish = slow_finish
+    runner.store.outbox.finish = slow_finish
     await qa.say("message 4")
     await qa.wait_for(lambda t: "echo: message 4" in t)
     await qa.say("/compress")
     texts = await qa.wait_for(lambda t: len(t) == 5)
     assert "Compressed" in texts[-1] and len(asked) == 1
     # While a turn computes, /compress says so and changes nothing.
-    runner.store.outbox_finish = finish
+    runner.store.outbox.finish = finish
     await qa.say("slow [sleep=1]")
     await until(lambda: any(r["messages"][-1]["content"] == "slow [sleep=1]" for r in fake_llm.requests))
     await qa.say("/compress")
@@ -243,7 +243,7 @@ async def test_a_message_sent_during_compress_waits_for_it(make_runner, fake_llm
     await say(qa, "during", 4)
     _old, new = await sessions_of(runner, KEY)
     # The message's turn ran after the switch: in the new session, from the summary.
-    assert [m["content"] for m in await runner.store.session_history(new["id"])][-2:] == ["during", "echo: during"]
+    assert [m["content"] for m in await runner.store.messages.history(new["id"])][-2:] == ["during", "echo: during"]
     assert turn_requests(fake_llm)[-1]["messages"][1]["content"].endswith("SUMMARY-1")
 
 

@@ -18,12 +18,12 @@ async def test_plain_reply_is_persisted_and_recorded(make_runner, fake_llm):
     assert await qa.say("hello", message_id="m-1")
     await qa.wait_for(lambda t: "echo: hello" in t)
     for _ in range(100):  # the inbox row is finished in the same commit that records the sent chunk
-        if not await runner.store.inbox_unfinished():
+        if not await runner.store.inbox.unfinished():
             break
         await asyncio.sleep(0.02)
-    assert await runner.store.inbox_unfinished() == []
-    session = await runner.store.session_active("qa:dm:c1")
-    history = await runner.store.session_history(session["id"])
+    assert await runner.store.inbox.unfinished() == []
+    session = await runner.store.sessions.active("qa:dm:c1")
+    history = await runner.store.messages.history(session["id"])
     assert [m["role"] for m in history] == ["user", "assistant"]
     assert history[1]["content"] == "echo: hello"
 
@@ -60,8 +60,8 @@ async def test_only_the_newest_history_goes_to_the_model(make_runner, fake_llm):
     assert contents == ["two", "echo: two", "three"]  # the 3 newest cut at a user message, then the new one
     from gateway.platforms.base import Source
 
-    session = await runner.store.session_active(runner.key_for(Source(qa.name, "c1", "u1")))
-    assert len(await runner.store.session_history(session["id"])) == 6  # nothing is deleted
+    session = await runner.store.sessions.active(runner.key_for(Source(qa.name, "c1", "u1")))
+    assert len(await runner.store.messages.history(session["id"])) == 6  # nothing is deleted
 
 
 async def test_busy_session_queues_and_answers_in_order(make_runner, fake_llm):
@@ -106,8 +106,8 @@ async def test_stop_interrupts_and_the_abandoned_answer_never_arrives(make_runne
     await qa.wait_for(lambda t: "echo: next" in t)
     await asyncio.sleep(1.2)
     assert "echo: slow [sleep=1]" not in qa.texts()
-    session = await runner.store.session_active("qa:dm:c1")
-    history = await runner.store.session_history(session["id"])
+    session = await runner.store.sessions.active("qa:dm:c1")
+    history = await runner.store.messages.history(session["id"])
     assert [m["content"] for m in history] == ["slow [sleep=1]", "next", "echo: next"]
 
 
@@ -151,12 +151,12 @@ async def test_new_starts_a_fresh_session_with_lineage(make_runner, fake_llm):
     runner, qa = await make_runner()
     await qa.say("remember me")
     await qa.wait_for(lambda t: "echo: remember me" in t)
-    old = await runner.store.session_active("qa:dm:c1")
+    old = await runner.store.sessions.active("qa:dm:c1")
     await qa.say("/new")
     await qa.wait_for(lambda t: any("fresh conversation" in x for x in t))
     await qa.say("who?")
     await qa.wait_for(lambda t: "echo: who?" in t)
-    new = await runner.store.session_active("qa:dm:c1")
+    new = await runner.store.sessions.active("qa:dm:c1")
     assert new["id"] != old["id"] and new["parent_id"] == old["id"]
     assert [m["content"] for m in fake_llm.requests[-1]["messages"][1:]] == ["who?"]
 
@@ -167,15 +167,15 @@ async def test_a_message_sent_right_after_a_command_is_answered_in_what_the_comm
     runner, qa = await make_runner()
     await qa.say("remember me")
     await qa.wait_for(lambda t: "echo: remember me" in t)
-    old = await runner.store.session_active("qa:dm:c1")
+    old = await runner.store.sessions.active("qa:dm:c1")
     for n in range(5):
         assert await qa.say("/new")
         assert await qa.say(f"who {n}?")
         await qa.wait_for(lambda t, n=n: f"echo: who {n}?" in t)
         assert [m["content"] for m in fake_llm.requests[-1]["messages"][1:]] == [f"who {n}?"]
-    new = await runner.store.session_active("qa:dm:c1")
+    new = await runner.store.sessions.active("qa:dm:c1")
     assert new["id"] != old["id"]
-    history = await runner.store.session_history(new["id"])
+    history = await runner.store.messages.history(new["id"])
     assert [m["content"] for m in history] == ["who 4?", "echo: who 4?"]
 
 

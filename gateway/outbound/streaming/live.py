@@ -220,7 +220,7 @@ class LiveReply:
     async def _run(self) -> None:
         try:
             if self._adopting:
-                self.adopt(await self.delivery.store.outbox_chunks(self.inbox_id))
+                self.adopt(await self.delivery.store.outbox.chunks(self.inbox_id))
             while not self._closing and not self.disabled:
                 if self._waiting():
                     self._quiet_until = time.monotonic() + OPEN_AFTER

@@ -32,7 +32,7 @@ def register_verbose_command(registry: CommandRegistry, sessions: SessionManager
         caps = ctx.adapter.capabilities
         choice = ctx.args.strip().lower()
         if not choice:
-            row = sessions.peek(ctx.session_key) or await store.session_active(ctx.session_key) or {}
+            row = sessions.peek(ctx.session_key) or await store.sessions.active(ctx.session_key) or {}
             current = row.get("verbose") or streams.cfg.verbose
             text = (f"Progress: {current} ({MEANING[current]}). "
                     f"{caps.command('verbose', 'off | tools | all')} changes it for this session.")

@@ -58,7 +58,7 @@ class ChannelLog:
 
     async def start(self) -> None:
         if self.store is not None:
-            saved = await self.store.cursors_load(self.platform)
+            saved = await self.store.load(self.platform)
             self.cursors = {int(c): int(p) for c, p in saved.items() if c.isdigit() and p.isdigit()}
         self._flusher = asyncio.create_task(self._flush_loop(), name="discord:cursors")
 
@@ -183,7 +183,7 @@ class ChannelLog:
         self._dirty.clear()
         started = time.monotonic()
         try:
-            await self.store.cursors_save(self.platform, batch)
+            await self.store.save(self.platform, batch)
         except Exception as exc:
             log.warning("discord_cursors_not_saved", error=f"{type(exc).__name__}: {exc}")
             self._dirty.update(int(c) for c in batch)

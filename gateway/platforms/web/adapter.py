@@ -142,13 +142,13 @@ class WebAdapter(PlatformAdapter):
                    idempotency_key: str | None = None) -> list[str]:
         message_id = f"a-{idempotency_key or uuid.uuid4().hex}"
         buttons = [_button(b) for b in message.buttons]
-        if await self.log.chat_log_add(self.name, chat_id, message_id, "assistant", text, buttons):
+        if await self.log.add(self.name, chat_id, message_id, "assistant", text, buttons):
             self._publish(chat_id, "message", _message(message_id, "assistant", text, buttons), ref=message_id)
         return [message_id]
 
     async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None = None,
                    *, thread_id: str | None = None) -> None:
-        row = await self.log.chat_log_edit(self.name, message_id, text, [_button(b) for b in buttons or []])
+        row = await self.log.edit(self.name, message_id, text, [_button(b) for b in buttons or []])
         if row is not None:
             self._publish(row["chat_id"], "edit", _public(row), ref=message_id)
 
@@ -203,7 +203,7 @@ class WebAdapter(PlatformAdapter):
             told = await events.get()
             try:
                 if "m" in told:
-                    row = await self.log.chat_log_get(self.name, told["m"])
+                    row = await self.log.get(self.name, told["m"])
                     if row is not None:
                         self._deliver(told["c"], told["e"], _public(row))
                 else:
@@ -255,7 +255,7 @@ class WebAdapter(PlatformAdapter):
         # The question is in the chat log before anything can answer it, so it always shows first.
         # Neither write waits for a database that is down: the caller gets a 503 (gateway/ops/http.py) and sends
         # again, rather than a request hanging with nobody knowing whether the message was taken.
-        if await self.log.chat_log_add(self.name, chat_id, public_id, "user", text, None, user_id, wait=False):
+        if await self.log.add(self.name, chat_id, public_id, "user", text, None, user_id, wait=False):
             self._publish(chat_id, "message", _message(public_id, "user", text, None), ref=public_id)
         try:
             accepted = await self.accept(msg)
@@ -266,7 +266,7 @@ class WebAdapter(PlatformAdapter):
 
     async def _get_messages(self, request: web.Request) -> web.Response:
         chat_id = _valid_id(request.match_info["chat_id"], "chat_id")
-        rows = await self.log.chat_log_list(self.name, chat_id)
+        rows = await self.log.recent(self.name, chat_id)
         return web.json_response({"messages": [_public(r) for r in rows]})
 
     async def _press_button(self, request: web.Request) -> web.Response:

@@ -104,7 +104,7 @@ class DiscordDriver(PlatformDriver):
         store = Store(url)
         await store.init()
         try:
-            await store.cursors_save("discord", {msg["channel_id"]: str(int(msg["id"]) - 1)})
+            await store.cursors.save("discord", {msg["channel_id"]: str(int(msg["id"]) - 1)})
         finally:
             await store.close()
         await self.start(home=home)

@@ -62,7 +62,7 @@ async def test_read_back_goes_no_further_than_backfill_max_age_and_answers_nothi
     # The daemon died long ago without saving its cursor: it is far behind.
     store = Store(url)
     await store.init()
-    await store.cursors_save("discord", {str(dm): str(fake_dc.snowflake(time.time() - 3600))})
+    await store.cursors.save("discord", {str(dm): str(fake_dc.snowflake(time.time() - 3600))})
     await store.close()
     fake_dc.user_message(dm, ALICE, "two minutes ago", at=time.time() - 120)
     fake_dc.user_message(dm, ALICE, "just now")

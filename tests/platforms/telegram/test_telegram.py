@@ -142,8 +142,8 @@ async def test_forum_topic_is_its_own_session_and_replies_go_into_it(start_tg, f
     fake_tg.user_message(FORUM, ALICE, f"@{BOT_USERNAME} other topic", chat_type="supergroup", thread_id=7)
     await fake_tg.wait_sent(lambda s: any(m.text == "echo: other topic" for m in s))
     assert fake_tg.sent_to(FORUM)[-1].thread_id == 7
-    assert await runner.store.session_active(f"telegram:group:{FORUM}:t42:u{ALICE}") is not None
-    assert await runner.store.session_active(f"telegram:group:{FORUM}:t7:u{ALICE}") is not None
+    assert await runner.store.sessions.active(f"telegram:group:{FORUM}:t42:u{ALICE}") is not None
+    assert await runner.store.sessions.active(f"telegram:group:{FORUM}:t7:u{ALICE}") is not None
     # The second topic's request carried nothing of the first.
     assert "in topic" not in str(fake_llm.requests[-1]["messages"])
 

@@ -1,0 +1,94 @@
+"""The outbox: every chunk we send, recorded before it goes out (``sending``, with its idempotency key) and
+after (``sent`` with the platform's message ids, or failed), so a delivery resumed after a crash or a takeover
+sends only what is missing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy.engine import Connection
+
+from gateway.storage.db import Database, op_all, op_exec
+from gateway.storage.inbox import inbox_update
+from gateway.storage.tables import outbox
+
+
+class OutboxStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def chunks(self, inbox_id: int | None = None, ref: str | None = None) -> dict[int, dict[str, Any]]:
+        """The newest row of each chunk recorded for the answer to ``inbox_id`` (or the delivery ``ref``)."""
+        where = outbox.c.inbox_id == inbox_id if ref is None else outbox.c.ref == ref
+        rows = await self.db.run_read(op_all(
+            select(outbox.c.id, outbox.c.chunk_index, outbox.c.status, outbox.c.idempotency_key,
+                   outbox.c.platform_message_id)
+            .where(where).order_by(outbox.c.id)
+        ))
+        return {r["chunk_index"]: r for r in rows}
+
+    async def sent_chunks(self, inbox_id: int) -> set[int]:
+        return {i for i, r in (await self.chunks(inbox_id)).items() if r["status"] == "sent"}
+
+    async def begin(self, inbox_id: int | None, platform: str, chat_id: str, chunk_index: int, *, key: str,
+                    row_id: int | None = None, ref: str | None = None,
+                    guard: Callable[[Connection], bool] | None = None) -> int | None:
+        """Mark a chunk ``sending`` before it goes out, with the idempotency ``key`` it is sent with (a new row,
+        or the one an earlier attempt left).
+
+        ``guard`` claims the chunk: it runs first in the same transaction (locking what it reads) and the
+        chunk is begun only while it holds — this instance still owns the delivery. None when it does not:
+        another instance took the delivery over, and sends this chunk itself."""
+        now = time.time()
+        # Prebuilt statements with parameters: building them here, once per chunk on the loop, cost more CPU
+        # than executing them.
+        if row_id is not None:
+            stmt: Any = _OUTBOX_UPDATE
+            params: dict[str, Any] = {"b_id": row_id, "status": "sending", "error": None, "updated_at": now,
+                                      "idempotency_key": key}
+        else:
+            stmt = _OUTBOX_INSERT
+            params = {"inbox_id": inbox_id, "platform": platform, "chat_id": chat_id, "chunk_index": chunk_index,
+                      "platform_message_id": None, "status": "sending", "error": None, "created_at": now,
+                      "updated_at": now, "idempotency_key": key, "ref": ref}
+
+        def op(conn: Connection) -> int | None:
+            if guard is not None and not guard(conn):
+                return None
+            result = conn.execute(stmt, params)
+            return row_id if row_id is not None else int(result.inserted_primary_key[0])
+
+        return await self.db.run_write(op)
+
+    async def finish(self, row_id: int, status: str, ids: list[str], error: str | None,
+                     inbox_id: int | None, finish_inbox: str | None) -> None:
+        """A chunk went out (or failed for good); with ``finish_inbox`` its message's row is finished in the
+        same commit."""
+        now = time.time()
+        stmts: list[Any] = [(_OUTBOX_UPDATE, {"b_id": row_id, "status": status, "error": error, "updated_at": now,
+                                              "platform_message_id": " ".join(ids) or None})]
+        if finish_inbox is not None and inbox_id is not None:
+            values: dict[str, Any] = {"status": finish_inbox, "updated_at": now}
+            if error is not None:
+                values["error"] = error
+            stmts.append((inbox_update("replied"), {"b_id": inbox_id, "b_expected": "replied", **values}))
+        await self.db.run_write(op_exec(*stmts))
+
+    async def record(self, inbox_id: int | None, platform: str, chat_id: str, chunk_index: int,
+                     platform_message_id: str | None, status: str, error: str | None = None) -> None:
+        """Record a chunk that needs no before-and-after (a notice, not the answer to a message)."""
+        now = time.time()
+        await self.db.run_write(op_exec((_OUTBOX_INSERT, {
+            "inbox_id": inbox_id, "platform": platform, "chat_id": chat_id, "chunk_index": chunk_index,
+            "platform_message_id": platform_message_id, "status": status, "error": error, "created_at": now,
+            "updated_at": now, "idempotency_key": None, "ref": None,
+        })))
+
+
+# Built once (see gateway/storage/inbox.py).
+_OUTBOX_INSERT = insert(outbox)
+_OUTBOX_UPDATE = update(outbox).where(outbox.c.id == bindparam("b_id"))

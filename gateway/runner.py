@@ -40,7 +40,7 @@ from gateway.inbound.routing import SessionRouter
 from gateway.inbound.supervisor import Supervisor
 from gateway.kernel.faults import Faults
 from gateway.kernel.health import private_status, public_status
-from gateway.kernel.metrics import Metrics
+from gateway.kernel.metrics import Counters, Metrics
 from gateway.ops.systemd import SystemdNotifier
 from gateway.outbound.delivery import Delivery, Notices
 from gateway.outbound.streaming import Streams
@@ -90,11 +90,7 @@ class GatewayRunner:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.started_at = time.time()
         self.loop_lag: deque[float] = deque(maxlen=1200)  # the last minute of 50 ms probes
-        self.counters: dict[str, int] = {
-            "messages_accepted": 0, "messages_duplicate": 0, "messages_denied": 0, "turns_started": 0,
-            "turns_ok": 0, "turns_failed": 0, "turns_interrupted": 0, "turns_timed_out": 0, "queue_rejected": 0,
-            "messages_routed": 0,
-        }
+        self.counters = Counters()
         self._tasks: set[asyncio.Task[Any]] = set()
         self.adapters: dict[str, PlatformAdapter] = {}
         self.metrics = Metrics(self)  # a registry of its own: several runners may share a process (tests)

@@ -23,6 +23,7 @@ from gateway.config import Config
 from gateway.inbound.access import AccessControl
 from gateway.kernel.faults import Faults, Unavailable
 from gateway.kernel.logs import redact
+from gateway.kernel.metrics import Counters
 from gateway.kernel.untrusted import clean_text
 from gateway.outbound.delivery import Delivery
 from gateway.platforms.base import (
@@ -50,7 +51,7 @@ Denied = Callable[[PlatformAdapter, Source], None]
 class Inbound:
     def __init__(self, cfg: Config, store: Store, access: AccessControl, commands: CommandRegistry, lanes: Lanes,
                  delivery: Delivery, notifier: Notifier, instance: Instance, life: Lifecycle,
-                 counters: dict[str, int], faults: Faults | None = None) -> None:
+                 counters: Counters, faults: Faults | None = None) -> None:
         self.cfg = cfg
         self.store = store
         self.access = access
@@ -92,7 +93,7 @@ class Inbound:
             if await self.store.inbox_add(adapter.name, msg.platform_message_id, key, payload, owner=self.instance.id,
                                           status="denied", wait=False) is None:
                 return self._duplicate(adapter, msg)
-            self.counters["messages_denied"] += 1
+            self.counters.messages_denied += 1
             log.info("sender_denied", platform=adapter.name, user_id=msg.source.user_id)
             self.on_denied(adapter, msg.source)
             return None
@@ -103,7 +104,7 @@ class Inbound:
             routed = await self.router.accept(adapter, msg, key, row)
             if routed is None:
                 return self._duplicate(adapter, msg)
-            self.counters["messages_accepted"] += 1
+            self.counters.messages_accepted += 1
             return routed
         # The way in never waits for a database that is down (or a full disk): the message is refused
         # (``Unavailable``), so its platform keeps it and delivers it again; waiting would hold the platform's
@@ -122,7 +123,7 @@ class Inbound:
                 return await self._stored_after_all(adapter, msg, key)
             return self._duplicate(adapter, msg)
         self._uncertain.discard((adapter.name, msg.platform_message_id))
-        self.counters["messages_accepted"] += 1
+        self.counters.messages_accepted += 1
         item = Accepted(inbox_id, msg, key, self.commands.resolve(msg.command))
         self.dispatch(adapter, item)
         return item
@@ -152,13 +153,13 @@ class Inbound:
         if row is None or row["status"] != "pending" or row["owner"] != self.instance.id:
             return self._duplicate(adapter, msg)
         log.info("inbox_stored_after_all", platform=adapter.name, inbox_id=row["id"])
-        self.counters["messages_accepted"] += 1
+        self.counters.messages_accepted += 1
         item = Accepted(row["id"], msg, key, self.commands.resolve(msg.command))
         self.dispatch(adapter, item)
         return item
 
     def _duplicate(self, adapter: PlatformAdapter, msg: InboundMessage) -> None:
-        self.counters["messages_duplicate"] += 1
+        self.counters.messages_duplicate += 1
         log.info("duplicate_dropped", platform=adapter.name, platform_message_id=msg.platform_message_id)
         return None
 

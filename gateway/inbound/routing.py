@@ -29,6 +29,7 @@ from gateway.cluster.instance import Instance, process_gone
 from gateway.cluster.leases import Taken, op_accept, op_expire_all, op_release, op_renew, op_rows, op_take_over
 from gateway.commands.registry import CommandRegistry
 from gateway.inbound.recovery import command_of, drop_command
+from gateway.kernel.metrics import Counters
 from gateway.platforms.base import Accepted, InboundMessage, PlatformAdapter
 from gateway.ports import Adapters, Lifecycle, Notifier
 from gateway.storage.store import Store
@@ -47,7 +48,7 @@ Dispatch = Callable[[PlatformAdapter, Accepted], None]
 class SessionRouter:
     def __init__(self, store: Store, instance: Instance, bus: LocalBus, lanes: Lanes, adapters: Adapters,
                  commands: CommandRegistry, notifier: Notifier, life: Lifecycle,
-                 forget: Callable[[str], None], counters: dict[str, int] | None = None) -> None:
+                 forget: Callable[[str], None], counters: Counters | None = None) -> None:
         self.store = store
         self.instance = instance
         self.bus = bus
@@ -58,7 +59,7 @@ class SessionRouter:
         self.life = life
         self.forget = forget  # a session's caches, when its lease comes back to us from another instance
         self.enabled = bus.enabled
-        self.counters = counters if counters is not None else {}
+        self.counters = counters if counters is not None else Counters()
         self.dispatch: Dispatch | None = None  # Inbound.dispatch, set when that is built
         self.held: dict[str, float] = {}  # session keys whose lease we hold -> last activity
         self._busy_keys: set[str] = set()  # sessions with unfinished rows of ours, as of the last poll
@@ -89,7 +90,7 @@ class SessionRouter:
         if taken.owner == self.instance.id:
             self._take(key, taken, fresh=item)
         else:
-            self.counters["messages_routed"] = self.counters.get("messages_routed", 0) + 1
+            self.counters.messages_routed += 1
             log.debug("routed", session_key=key, owner=taken.owner, inbox_id=taken.inbox_id)
         return item
 

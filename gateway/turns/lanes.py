@@ -24,6 +24,7 @@ import structlog
 
 from gateway.cluster.instance import Instance
 from gateway.config import GatewayConfig
+from gateway.kernel.metrics import Counters
 from gateway.platforms.base import Accepted, InboundMessage, PlatformAdapter
 from gateway.ports import Lifecycle, Notifier
 from gateway.storage.store import Store
@@ -64,7 +65,7 @@ RunTurn = Callable[[Lane, Accepted], Awaitable[None]]
 
 class Lanes:
     def __init__(self, cfg: GatewayConfig, store: Store, notifier: Notifier, life: Lifecycle, instance: Instance,
-                 counters: dict[str, int]) -> None:
+                 counters: Counters) -> None:
         self.cfg = cfg
         self.store = store
         self.notifier = notifier
@@ -97,7 +98,7 @@ class Lanes:
         source = item.msg.source
         # The bound is on taking new messages in; a recovered one was taken in (and acknowledged) already.
         if busy and not item.recovered and len(lane.queue) >= self.cfg.max_queue:
-            self.counters["queue_rejected"] += 1
+            self.counters.queue_rejected += 1
             waiting = len(lane.queue)
             self.life.spawn(self._reject(item, waiting, adapter.capabilities.command("queue")), name="lane:reject")
             return

@@ -20,21 +20,21 @@ from typing import Any
 
 import structlog
 
-from cron.commands import register_cron_commands
-from gateway.approvals.broker import ApprovalBroker
-from gateway.approvals.commands import register_approvals
+from cron.commands import CRON_COMMANDS, CronDeps
+from gateway.approvals.broker import BUTTON_PREFIX, ApprovalBroker
+from gateway.approvals.commands import APPROVAL_COMMANDS
 from gateway.approvals.store import ApprovalStore
 from gateway.cluster.bus import make_bus
 from gateway.cluster.instance import Instance
 from gateway.cluster.locks import CredentialLocks
-from gateway.commands.builtin import register_builtin_commands
-from gateway.commands.conversation import register_conversation_commands
-from gateway.commands.model import register_model_commands
+from gateway.commands.builtin import BUILTIN_COMMANDS, BuiltinDeps
+from gateway.commands.conversation import CONVERSATION_COMMANDS, ConversationDeps
+from gateway.commands.model import MODEL_COMMANDS, ModelDeps
 from gateway.commands.registry import CommandRegistry
 from gateway.config import Config, Paths
 from gateway.inbound.accept import Inbound
 from gateway.inbound.access import AccessControl
-from gateway.inbound.pairing import PairingService
+from gateway.inbound.pairing import PAIRING_COMMANDS, PairingService
 from gateway.inbound.recovery import Recovery
 from gateway.inbound.routing import SessionRouter
 from gateway.inbound.supervisor import Supervisor
@@ -44,7 +44,7 @@ from gateway.kernel.metrics import Counters, Metrics
 from gateway.ops.systemd import SystemdNotifier
 from gateway.outbound.delivery import Delivery, Notices
 from gateway.outbound.streaming import Streams
-from gateway.outbound.streaming.verbose import register_verbose_command
+from gateway.outbound.streaming.verbose import VERBOSE_COMMANDS, VerboseDeps
 from gateway.platforms import PLATFORMS, adapter_class
 from gateway.platforms.base import (
     Accepted,
@@ -54,15 +54,16 @@ from gateway.platforms.base import (
     PlatformAdapter,
     Source,
 )
+from gateway.session.history import History
 from gateway.session.manager import SessionManager
 from gateway.storage.store import Store
 from gateway.turns import sandboxing
 from gateway.turns.agents import AgentFactory
-from gateway.turns.compression import Compressor, register_compress_command
+from gateway.turns.compression import COMPRESS_COMMANDS, Compressor
 from gateway.turns.executor import TurnExecutor
 from gateway.turns.lanes import Lanes
-from gateway.turns.memory import MemoryBook, register_memory_commands
-from gateway.turns.usage import UsageLedger, register_usage_command
+from gateway.turns.memory import MEMORY_COMMANDS, MemoryBook
+from gateway.turns.usage import USAGE_COMMANDS, UsageDeps, UsageLedger
 
 log = structlog.get_logger("herald.runner")
 
@@ -122,23 +123,12 @@ class GatewayRunner:
         self.lanes.run_turn = self.turns.run
         self.inbound = Inbound(cfg, self.store, self.access, self.commands, self.lanes, self.delivery, self.notices,
                                self.instance, self, self.counters, self.faults)
-        register_builtin_commands(self.commands, self.lanes, self.sessions, self.store, self.approvals,
-                                  cfg.model.name)
-        register_conversation_commands(self.commands, self.lanes, self.lanes, self.sessions, self.store,
-                                       self.approvals, self.instance)
-        register_model_commands(self.commands, self.lanes, self.sessions, self.store, self.approvals,
-                                self.agents.settings)
-        register_approvals(self.approvals, self.commands, self.inbound.buttons)
-        register_compress_command(self.commands, self.compression)
-        register_memory_commands(self.commands, self.memory)
-        register_usage_command(self.commands, self.usage, self.store,
-                               lambda key: _active(self.sessions, self.store, key))
-        register_verbose_command(self.commands, self.sessions, self.store, self.streams)
+        self.inbound.buttons[BUTTON_PREFIX] = self.approvals.handle_button
         self.pairing = PairingService(self.store, self.access, self.adapters, self.delivery, self.notices, self,
-                                      cfg.access.unknown_dm, self.commands)
+                                      cfg.access.unknown_dm)
         self.inbound.on_denied = self.pairing.denied
         self.cron: Any = None  # cron.scheduler.CronScheduler once started (cron.enabled)
-        register_cron_commands(self.commands, self.store, lambda: self.cron)
+        self._register_commands()
         self.locks = CredentialLocks(self.store.url, paths.profile)
         self.recovery = Recovery(self.store, self.instance, self.lanes, self.commands, self.notices)
         # Several instances on one PostgreSQL database: each session's turns run in its lease owner.
@@ -156,6 +146,23 @@ class GatewayRunner:
         self._http: Any = None
         self.warnings: list[str] = []  # start-up warnings /readyz repeats (sandbox: none, no bubblewrap)
         self.systemd = SystemdNotifier()  # a no-op unless systemd started us with Type=notify
+
+    def _register_commands(self) -> None:
+        """Every chat command, in the order /help lists them."""
+        commands = self.commands
+        store, sessions, lanes, approvals = self.store, self.sessions, self.lanes, self.approvals
+        commands.include(BUILTIN_COMMANDS, BuiltinDeps(lanes, sessions, store, approvals, commands.help_text,
+                                                       self.cfg.model.name))
+        commands.include(CONVERSATION_COMMANDS, ConversationDeps(lanes, lanes, sessions, store, History(store),
+                                                                 approvals, self.instance))
+        commands.include(MODEL_COMMANDS, ModelDeps(lanes, sessions, store, approvals, self.agents.settings))
+        commands.include(APPROVAL_COMMANDS, approvals)
+        commands.include(COMPRESS_COMMANDS, self.compression)
+        commands.include(MEMORY_COMMANDS, self.memory)
+        commands.include(USAGE_COMMANDS, UsageDeps(self.usage, sessions, store))
+        commands.include(VERBOSE_COMMANDS, VerboseDeps(sessions, store, self.streams))
+        commands.include(PAIRING_COMMANDS, self.pairing)
+        commands.include(CRON_COMMANDS, CronDeps(store, lambda: self.cron))
 
     # ---- the Gateway port (what adapters see) and the Lifecycle port (what features see) ---------------
 
@@ -363,7 +370,3 @@ class GatewayRunner:
         ready = (not self._stopping and all(a.state == "connected" for a in self.adapters.values())
                  and not self.faults.conditions())
         return ready, states
-
-
-async def _active(sessions: SessionManager, store: Store, key: str) -> dict[str, Any] | None:
-    return sessions.peek(key) or await store.session_active(key)

@@ -65,18 +65,19 @@ RunTurn = Callable[[Lane, Accepted], Awaitable[None]]
 
 class Lanes:
     def __init__(self, cfg: GatewayConfig, store: Store, notifier: Notifier, life: Lifecycle, instance: Instance,
-                 counters: Counters) -> None:
+                 counters: Counters, run_turn: RunTurn, *, routed: bool = False) -> None:
+        """``run_turn``: the turn executor's ``run``; ``routed``: several instances share the database."""
         self.cfg = cfg
         self.store = store
         self.notifier = notifier
         self.life = life
         self.instance = instance
         self.counters = counters
+        self.run_turn = run_turn
         self.lanes: dict[str, Lane] = {}
-        self.run_turn: RunTurn | None = None  # the turn executor's ``run``, set when it is built
         # Inbox ids dispatched in this process (lanes and commands), while several instances share the
         # database (gateway/inbound/routing.py): a row found again by a poll is not dispatched twice.
-        self.dispatched: set[int] | None = None
+        self.dispatched: set[int] | None = set() if routed else None
         # Adapters whose first recovery after (re)connecting is still running: their new messages queue but wait,
         # so a message accepted before a restart is answered before one the same chat sent after it.
         self._held: set[str] = set()
@@ -138,7 +139,6 @@ class Lanes:
                                    f"Send it again once I have caught up ({queue_command} shows the waiting ones).")
 
     async def _drain(self, lane: Lane) -> None:
-        assert self.run_turn is not None
         try:
             while lane.queue and not self.life.stopping:
                 item = lane.queue.popleft()

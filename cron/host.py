@@ -26,9 +26,8 @@ class CronHost:
     delivery: Delivery
     adapters: Adapters
     life: Lifecycle
-    tool_extras: dict[str, Any]  # ToolContext extras every turn gets: the scheduler adds "cron_api"
     is_admin: Callable[[Source], bool]  # may act on every chat's jobs
-    # The policy the agent's commands run under (set at start-up): jobs' scripts run under it too.
+    # The policy the agent's commands run under: jobs' scripts run under it too.
     sandbox: Callable[[], SandboxPolicy | None]
     metrics: Metrics = NULL_METRICS  # cron_run(status) for each finished run
     # The other instances of the database (gateway/cluster/bus.py): told when a run's delivery is left to them.

@@ -92,8 +92,7 @@ class CronScheduler:
         self._next_due: float | None = None  # the earliest next_run_at the last tick saw
         self._delivering: set[str] = set()  # job ids with a delivery in progress in this process
         self._next_resume_check = 0.0
-        self.tool_api = CronToolAPI(self, host)
-        host.tool_extras["cron_api"] = self.tool_api
+        self.tool_api = CronToolAPI(self, host)  # the cronjob tool's "cron_api", while this scheduler is the runner's
         if host.peers is not None:  # a delivery another instance left to those connected to its platform
             host.peers.on("cron", lambda _what: self._spawn(self.resume_deliveries()))
 

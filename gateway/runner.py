@@ -1,10 +1,15 @@
 """GatewayRunner: the composition root. It builds the parts, wires them through their constructors, starts
 and stops them. It holds no message logic of its own:
 
-- ``inbound``: accept (guard 1), commands (guard 2), button presses
+- ``inbound`` / ``dispatcher``: accept (guard 1) and button presses; commands inline, else the lane (guard 2)
 - ``lanes`` / ``turns``: session FIFOs; one turn at a time per session, in the thread pool, journaled
 - ``supervisor`` / ``recovery``: adapters kept up under their credential locks; unfinished work resumed
 - ``approvals``, ``pairing``, ``cron``: features, each given what it needs
+- ``commands``: every chat command, each module's set bound to the dependencies it declares
+
+The parts are built in steps (``_build_*``), from the ground up: a step uses only what the steps before it
+built, and no part is changed after it is built. A part that needs one built later (the compressor, the
+lanes) or only at start (/cron and the tools, the scheduler) gets a callable that looks it up when called.
 
 Adapters see it only through the contract's ``Gateway`` port; features through ``gateway.ports``.
 """
@@ -15,36 +20,38 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from cron.commands import register_cron_commands
-from gateway.approvals.broker import ApprovalBroker
-from gateway.approvals.commands import register_approvals
+from cron.commands import CRON_COMMANDS, CronDeps
+from gateway.approvals.broker import BUTTON_PREFIX, ApprovalBroker
+from gateway.approvals.commands import APPROVAL_COMMANDS
 from gateway.approvals.store import ApprovalStore
 from gateway.cluster.bus import make_bus
 from gateway.cluster.instance import Instance
 from gateway.cluster.locks import CredentialLocks
-from gateway.commands.builtin import register_builtin_commands
-from gateway.commands.conversation import register_conversation_commands
-from gateway.commands.model import register_model_commands
+from gateway.commands.builtin import BUILTIN_COMMANDS, BuiltinDeps
+from gateway.commands.conversation import CONVERSATION_COMMANDS, ConversationDeps
+from gateway.commands.model import MODEL_COMMANDS, ModelDeps
 from gateway.commands.registry import CommandRegistry
 from gateway.config import Config, Paths
 from gateway.inbound.accept import Inbound
 from gateway.inbound.access import AccessControl
-from gateway.inbound.pairing import PairingService
+from gateway.inbound.dispatch import Dispatcher
+from gateway.inbound.pairing import PAIRING_COMMANDS, PairingService
 from gateway.inbound.recovery import Recovery
 from gateway.inbound.routing import SessionRouter
 from gateway.inbound.supervisor import Supervisor
 from gateway.kernel.faults import Faults
 from gateway.kernel.health import private_status, public_status
-from gateway.kernel.metrics import Metrics
+from gateway.kernel.metrics import Counters, Metrics
 from gateway.ops.systemd import SystemdNotifier
 from gateway.outbound.delivery import Delivery, Notices
 from gateway.outbound.streaming import Streams
-from gateway.outbound.streaming.verbose import register_verbose_command
+from gateway.outbound.streaming.verbose import VERBOSE_COMMANDS, VerboseDeps
 from gateway.platforms import PLATFORMS, adapter_class
 from gateway.platforms.base import (
     Accepted,
@@ -54,15 +61,16 @@ from gateway.platforms.base import (
     PlatformAdapter,
     Source,
 )
+from gateway.session.history import History
 from gateway.session.manager import SessionManager
 from gateway.storage.store import Store
 from gateway.turns import sandboxing
 from gateway.turns.agents import AgentFactory
-from gateway.turns.compression import Compressor, register_compress_command
+from gateway.turns.compression import COMPRESS_COMMANDS, Compressor
 from gateway.turns.executor import TurnExecutor
 from gateway.turns.lanes import Lanes
-from gateway.turns.memory import MemoryBook, register_memory_commands
-from gateway.turns.usage import UsageLedger, register_usage_command
+from gateway.turns.memory import MEMORY_COMMANDS, MemoryBook
+from gateway.turns.usage import USAGE_COMMANDS, UsageDeps, UsageLedger
 
 log = structlog.get_logger("herald.runner")
 
@@ -90,76 +98,111 @@ class GatewayRunner:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.started_at = time.time()
         self.loop_lag: deque[float] = deque(maxlen=1200)  # the last minute of 50 ms probes
-        self.counters: dict[str, int] = {
-            "messages_accepted": 0, "messages_duplicate": 0, "messages_denied": 0, "turns_started": 0,
-            "turns_ok": 0, "turns_failed": 0, "turns_interrupted": 0, "turns_timed_out": 0, "queue_rejected": 0,
-            "messages_routed": 0,
-        }
+        self.counters = Counters()
         self._tasks: set[asyncio.Task[Any]] = set()
-        self.adapters: dict[str, PlatformAdapter] = {}
+        self.adapters: dict[str, PlatformAdapter] = {}  # built at start, once the store is open
+        self.cron: Any = None  # cron.scheduler.CronScheduler once started (cron.enabled)
+        self._http: Any = None
+        self.systemd = SystemdNotifier()  # a no-op unless systemd started us with Type=notify
         self.metrics = Metrics(self)  # a registry of its own: several runners may share a process (tests)
         self.faults = Faults(self.metrics)  # counted, logged, and /readyz's reasons (gateway/kernel/faults.py)
+        self._build_storage()
+        self._build_outbound()
+        self._build_access()
+        self._build_agent()
+        self._build_approvals()
+        self._build_turns()
+        self._build_commands()
+        self._build_inbound()
+
+    def _build_storage(self) -> None:
+        """The database, this instance among the others on it, the bus between them, the credential locks."""
         # The store reports a database that is down (or a full disk) to the ledger as a lasting condition.
-        self.store = Store(cfg.database.url or f"sqlite+aiosqlite:///{paths.db_file}", self.faults)
-        self.instance = Instance(self.store, paths.profile)
+        self.store = Store(self.cfg.database.url or f"sqlite+aiosqlite:///{self.paths.db_file}", self.faults)
+        self.instance = Instance(self.store, self.paths.profile)
+        # Several instances on one PostgreSQL database: each session's turns run in its lease owner.
+        self.bus = make_bus(self.store.url, self.instance.id)
+        self.locks = CredentialLocks(self.store.url, self.paths.profile)
+
+    def _build_outbound(self) -> None:
         self.delivery = Delivery(self.store, self.metrics, owner=self.instance.id, faults=self.faults)
         self.notices = Notices(self.delivery, self.adapters)
-        self.commands = CommandRegistry()
-        self.access = AccessControl(cfg)
-        self.agents = AgentFactory(cfg, paths, self._prompt_hint, self.metrics.llm_call, self.faults.model)
+
+    def _build_access(self) -> None:
+        """Who may talk: the configured lists, and the strangers the owner paired."""
+        self.access = AccessControl(self.cfg)
+        self.pairing = PairingService(self.store, self.access, self.adapters, self.delivery, self.notices, self,
+                                      self.cfg.access.unknown_dm)
+
+    def _build_agent(self) -> None:
+        """The agent, what its tools run under and reach, and the sessions it talks in."""
+        cfg = self.cfg
+        sandbox, self.warnings = sandboxing.setup(cfg, self.paths)  # the warnings: /readyz repeats them
         self.memory = MemoryBook(self.store, self, cfg.agent.memory_max_chars, cfg.sessions.per_user_in_groups)
-        self.agents.tool_extras["memory_api"] = self.memory
+        self.agents = AgentFactory(cfg, self.paths, self._prompt_hint, self.metrics.llm_call, self.faults.model,
+                                   sandbox=sandbox, tool_extras=self._tool_extras)
         self.sessions = SessionManager(self.store, cfg.sessions, self.agents.system_prompt,
                                        carry=self.agents.settings.carry, prompt_addendum=self.memory.snapshot)
         self.usage = UsageLedger(self.store, cfg.model.prices, cfg.gateway.daily_token_budget)
-        self.lanes = Lanes(cfg.gateway, self.store, self.notices, self, self.instance, self.counters)
-        self.compression = Compressor(cfg, self.store, self.sessions, lambda: self.agents.agent, self.usage,
-                                      lambda key: self.lanes.busy(key) is not None)
-        self.approvals = ApprovalBroker(cfg.approvals, ApprovalStore(self.store), self.delivery, self.notices,
-                                        self.adapters, self.access, self, self.instance, self.agents.secret_values,
-                                        metrics=self.metrics)
-        self.streams = Streams(cfg.display, self.delivery, self.sessions.peek, self.agents.secret_values,
-                               _tool_named, self._asking)
-        self.turns = TurnExecutor(cfg, self.store, self.sessions, self.delivery, self.notices, self.agents,
-                                  self.approvals, self.adapters, self.counters, metrics=self.metrics,
-                                  compression=self.compression, usage=self.usage, streams=self.streams)
-        self.lanes.run_turn = self.turns.run
-        self.inbound = Inbound(cfg, self.store, self.access, self.commands, self.lanes, self.delivery, self.notices,
-                               self.instance, self, self.counters, self.faults)
-        register_builtin_commands(self.commands, self.lanes, self.sessions, self.store, self.approvals,
-                                  cfg.model.name)
-        register_conversation_commands(self.commands, self.lanes, self.lanes, self.sessions, self.store,
-                                       self.approvals, self.instance)
-        register_model_commands(self.commands, self.lanes, self.sessions, self.store, self.approvals,
-                                self.agents.settings)
-        register_approvals(self.approvals, self.commands, self.inbound.buttons)
-        register_compress_command(self.commands, self.compression)
-        register_memory_commands(self.commands, self.memory)
-        register_usage_command(self.commands, self.usage, self.store,
-                               lambda key: _active(self.sessions, self.store, key))
-        register_verbose_command(self.commands, self.sessions, self.store, self.streams)
-        self.pairing = PairingService(self.store, self.access, self.adapters, self.delivery, self.notices, self,
-                                      cfg.access.unknown_dm, self.commands)
-        self.inbound.on_denied = self.pairing.denied
-        self.cron: Any = None  # cron.scheduler.CronScheduler once started (cron.enabled)
-        register_cron_commands(self.commands, self.store, lambda: self.cron)
-        self.locks = CredentialLocks(self.store.url, paths.profile)
-        self.recovery = Recovery(self.store, self.instance, self.lanes, self.commands, self.notices)
-        # Several instances on one PostgreSQL database: each session's turns run in its lease owner.
-        self.bus = make_bus(self.store.url, self.instance.id)
-        self.router = SessionRouter(self.store, self.instance, self.bus, self.lanes, self.adapters, self.commands,
-                                    self.notices, self, self.sessions.forget, self.counters)
-        self.router.dispatch = self.inbound.dispatch
-        self.inbound.router = self.recovery.router = self.router
+
+    def _build_approvals(self) -> None:
+        remote = None
         if self.bus.enabled:
             from gateway.approvals.remote import RemoteApprovals
 
-            self.approvals.remote = RemoteApprovals(self.approvals, self.bus, self.instance, self)
-            self.bus.on("session-reset", self._reset_elsewhere)
+            remote = partial(RemoteApprovals, bus=self.bus, instance=self.instance, life=self)
+        self.approvals = ApprovalBroker(self.cfg.approvals, ApprovalStore(self.store), self.delivery, self.notices,
+                                        self.adapters, self.access, self, self.instance, self.agents.secret_values,
+                                        metrics=self.metrics, remote=remote)
+
+    def _build_turns(self) -> None:
+        """A turn's parts, the executor that runs it, and the session lanes that feed the executor."""
+        cfg = self.cfg
+        # /compress refuses while a turn of the session computes: the lanes know, and they are built last here.
+        self.compression = Compressor(cfg, self.store, self.sessions, lambda: self.agents.agent, self.usage,
+                                      lambda key: self.lanes.busy(key) is not None)
+        self.streams = Streams(cfg.display, self.delivery, self.sessions.peek, self.agents.secret_values,
+                               _tool_named, self.approvals.asking)
+        self.turns = TurnExecutor(cfg, self.store, self.sessions, self.delivery, self.notices, self.agents,
+                                  self.approvals, self.adapters, self.counters, metrics=self.metrics,
+                                  compression=self.compression, usage=self.usage, streams=self.streams)
+        self.lanes = Lanes(cfg.gateway, self.store, self.notices, self, self.instance, self.counters, self.turns.run,
+                           routed=self.bus.enabled)
+
+    def _build_commands(self) -> None:
+        """Every chat command, in the order /help lists them."""
+        commands = self.commands = CommandRegistry()
+        store, sessions, lanes, approvals = self.store, self.sessions, self.lanes, self.approvals
+        commands.include(BUILTIN_COMMANDS, BuiltinDeps(lanes, sessions, store, approvals, commands.help_text,
+                                                       self.cfg.model.name))
+        commands.include(CONVERSATION_COMMANDS, ConversationDeps(lanes, lanes, sessions, store, History(store),
+                                                                 approvals, self.instance))
+        commands.include(MODEL_COMMANDS, ModelDeps(lanes, sessions, store, approvals, self.agents.settings))
+        commands.include(APPROVAL_COMMANDS, approvals)
+        commands.include(COMPRESS_COMMANDS, self.compression)
+        commands.include(MEMORY_COMMANDS, self.memory)
+        commands.include(USAGE_COMMANDS, UsageDeps(self.usage, sessions, store))
+        commands.include(VERBOSE_COMMANDS, VerboseDeps(sessions, store, self.streams))
+        commands.include(PAIRING_COMMANDS, self.pairing)
+        commands.include(CRON_COMMANDS, CronDeps(store, lambda: self.cron))
+
+    def _build_inbound(self) -> None:
+        """The way in: accept (guard 1), dispatch (guard 2), sessions routed to their owner among instances,
+        recovery of what was left unfinished, and the supervisor that keeps adapters connected."""
+        self.dispatcher = Dispatcher(self.store, self.access, self.commands, self.lanes, self.delivery, self)
+        dispatch = self.dispatcher.dispatch
+        self.router = SessionRouter(self.store, self.instance, self.bus, self.lanes, dispatch, self.adapters,
+                                    self.commands, self.notices, self, self.sessions.forget, self.counters)
+        routed = self.router.enabled
+        self.recovery = Recovery(self.store, self.instance, self.lanes, self.commands, self.notices,
+                                 take_over=self.router.take_over if routed else None)
+        self.inbound = Inbound(self.cfg, self.store, self.access, self.commands, dispatch, self.notices,
+                               self.instance, self, self.counters, self.faults,
+                               route=self.router.accept if routed else None, on_denied=self.pairing.denied,
+                               buttons={BUTTON_PREFIX: self.approvals.handle_button})
         self.supervisor = Supervisor(self.adapters, self.locks, self.recovery, self.instance, self)
-        self._http: Any = None
-        self.warnings: list[str] = []  # start-up warnings /readyz repeats (sandbox: none, no bubblewrap)
-        self.systemd = SystemdNotifier()  # a no-op unless systemd started us with Type=notify
+        if routed:
+            self.bus.on("session-reset", self._reset_elsewhere)
 
     # ---- the Gateway port (what adapters see) and the Lifecycle port (what features see) ---------------
 
@@ -192,7 +235,6 @@ class GatewayRunner:
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
-        self.agents.sandbox, self.warnings = sandboxing.setup(self.cfg, self.paths)
         if self.cfg.database.url is None:
             self.paths.home.mkdir(parents=True, exist_ok=True)
         await self.store.init()
@@ -256,8 +298,8 @@ class GatewayRunner:
     def cron_host(self) -> Any:
         from cron.host import CronHost
 
-        return CronHost(self.cfg, self.store, self.turns, self.delivery, self.adapters, self, self.agents.tool_extras,
-                        self._is_admin, lambda: self.agents.sandbox, self.metrics, self.bus, self.faults)
+        return CronHost(self.cfg, self.store, self.turns, self.delivery, self.adapters, self, self._is_admin,
+                        lambda: self.agents.sandbox, self.metrics, self.bus, self.faults)
 
     def _build_adapters(self) -> None:
         # Files people send are for the agent: they go where its tools can read them (the sandbox hides the
@@ -287,9 +329,12 @@ class GatewayRunner:
         self.spawn(self.approvals.deny_session(key, "new"), name="reset:approvals")
         self.sessions.forget(key)
 
-    def _asking(self, session_key: str) -> bool:
-        """A person is being asked for this session's turn (an approval prompt is up)."""
-        return any(r.session_key == session_key for r in self.approvals.pending.values())
+    def _tool_extras(self) -> dict[str, Any]:
+        """What every turn's tools reach besides the chat: the memory book, and the scheduler while cron runs."""
+        extras: dict[str, Any] = {"memory_api": self.memory}
+        if self.cron is not None:
+            extras["cron_api"] = self.cron.tool_api
+        return extras
 
     def _prompt_hint(self, platform: str) -> str | None:
         adapter = self.adapters.get(platform)
@@ -367,7 +412,3 @@ class GatewayRunner:
         ready = (not self._stopping and all(a.state == "connected" for a in self.adapters.values())
                  and not self.faults.conditions())
         return ready, states
-
-
-async def _active(sessions: SessionManager, store: Store, key: str) -> dict[str, Any] | None:
-    return sessions.peek(key) or await store.sessions.active(key)

@@ -20,7 +20,7 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -51,10 +51,22 @@ OPERATOR = "operator"  # decided_by of an answer given on the dashboard (the web
 MAX_PROMPT_MESSAGES = 5
 
 
+class Elsewhere(Protocol):
+    """The other instances of the database, as the broker reaches them (remote.py)."""
+
+    async def forward(self, approval_id: str, choice: str, by: Source | None, via: str,
+                      trusted: bool) -> str | None: ...
+
+    async def waiting_in_chat(self, platform: str, chat_id: str) -> list[Any]: ...
+
+
 class ApprovalBroker:
     def __init__(self, cfg: ApprovalsConfig, store: ApprovalStore, delivery: Delivery, notifier: Notifier,
                  adapters: Adapters, access: AccessControl, life: Lifecycle, instance: Instance,
-                 secret_values: Callable[[], list[str]], *, metrics: Metrics | None = None) -> None:
+                 secret_values: Callable[[], list[str]], *, metrics: Metrics | None = None,
+                 remote: Callable[[ApprovalBroker], Elsewhere] | None = None) -> None:
+        """``remote``: with several instances on one database, makes what answers requests waiting in the
+        others (remote.py's ``RemoteApprovals``, which answers theirs through this broker)."""
         self.cfg = cfg
         self.metrics = metrics or NULL_METRICS
         self.store = store
@@ -67,12 +79,11 @@ class ApprovalBroker:
         self._secret_values = secret_values
         self.timeout_seconds = cfg.timeout_seconds
         self.pending: dict[str, Request] = {}  # insertion order = oldest first
-        # With several instances on one database: answers to requests waiting in another (remote.py).
-        self.remote: Any = None
         self._grants: dict[str, set[str]] = {}  # session key -> command hashes approved for the session
         self._always: set[str] = set()
         # Recently settled requests, so a late press is answered at once (the row's update may still be queued).
         self._settled: OrderedDict[str, tuple[str, str | None]] = OrderedDict()
+        self.remote = remote(self) if remote is not None else None
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop | None:
@@ -436,6 +447,10 @@ class ApprovalBroker:
         if self.remote is None:
             return here
         return here + await self.remote.waiting_in_chat(platform, chat_id)
+
+    def asking(self, session_key: str) -> bool:
+        """A person is being asked for this session's turn (an approval prompt is up)."""
+        return any(r.session_key == session_key for r in self.pending.values())
 
     def pending_in_chat(self, platform: str, chat_id: str) -> list[Request]:
         return [r for r in self.pending.values() if r.source.platform == platform and r.source.chat_id == chat_id]

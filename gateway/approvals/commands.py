@@ -1,14 +1,25 @@
 """Answering approvals by typing: ``/approve [session|always] [id]`` and ``/deny [id]`` (the buttons' text
-fallback), and the button handler's registration."""
+fallback). The buttons themselves are answered by ``ApprovalBroker.handle_button`` (broker.py)."""
 
 from __future__ import annotations
 
-from gateway.approvals.broker import BUTTON_PREFIX, ApprovalBroker
-from gateway.commands.registry import Command, CommandContext, CommandRegistry
-from gateway.ports import ButtonHandler
+from typing import Any, Protocol
+
+from gateway.commands.registry import CommandContext, CommandSet
+from gateway.platforms.base import Source
 
 
-async def _answer_from_chat(broker: ApprovalBroker, ctx: CommandContext, deny: bool) -> str:
+class Answers(Protocol):
+    """The broker, as a typed answer reaches it."""
+
+    async def waiting_in_chat(self, platform: str, chat_id: str) -> list[Any]: ...
+
+    def may_decide(self, req: Any, by: Source, trusted: bool = False) -> bool: ...
+
+    async def decide(self, approval_id: str, choice: str, by: Source, via: str, trusted: bool = False) -> str: ...
+
+
+async def _answer_from_chat(broker: Answers, ctx: CommandContext, deny: bool) -> str:
     source = ctx.message.source
     scope, ident = "once", None
     for part in ctx.args.split():
@@ -36,15 +47,15 @@ async def _answer_from_chat(broker: ApprovalBroker, ctx: CommandContext, deny: b
     return notice
 
 
-def register_approvals(broker: ApprovalBroker, registry: CommandRegistry, buttons: dict[str, ButtonHandler]) -> None:
-    buttons[BUTTON_PREFIX] = broker.handle_button
+APPROVAL_COMMANDS: CommandSet[Answers] = CommandSet()
 
-    async def approve(ctx: CommandContext) -> str:
-        return await _answer_from_chat(broker, ctx, deny=False)
 
-    async def deny(ctx: CommandContext) -> str:
-        return await _answer_from_chat(broker, ctx, deny=True)
+@APPROVAL_COMMANDS.command("approve", "approve the waiting command (once, or for the session, or always)",
+                           args_hint="[session | always] [id]")
+async def approve(broker: Answers, ctx: CommandContext) -> str:
+    return await _answer_from_chat(broker, ctx, deny=False)
 
-    registry.add(Command("approve", "approve the waiting command (once, or for the session, or always)", approve,
-                         args_hint="[session | always] [id]"))
-    registry.add(Command("deny", "refuse the waiting command", deny, args_hint="[id]"))
+
+@APPROVAL_COMMANDS.command("deny", "refuse the waiting command", args_hint="[id]")
+async def deny(broker: Answers, ctx: CommandContext) -> str:
+    return await _answer_from_chat(broker, ctx, deny=True)

@@ -3,19 +3,25 @@
 Commands never reach the agent (guard level 2): the gateway intercepts them, even while a turn runs.
 Adapters fill ``InboundMessage.command`` from their platform's way of sending commands; the registry
 decides whether it is one.
+
+Each feature declares its commands at module level in a ``CommandSet``: handlers that take the feature's
+dependencies and the command's context. The runner binds each set to its dependencies (``include``), in
+the order /help lists them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
+from typing import Generic, TypeVar
 
 from gateway.platforms.base import CommandCall, InboundMessage, PlatformAdapter
 
 
 @dataclass
 class CommandContext:
-    """What a handler gets; anything else it needs, its feature gave it when registering (closures)."""
+    """What a handler gets about the message; what it acts on comes in its command set's dependencies."""
 
     adapter: PlatformAdapter
     message: InboundMessage
@@ -25,6 +31,8 @@ class CommandContext:
 
 
 Handler = Callable[[CommandContext], Awaitable[str | None]]
+D = TypeVar("D")
+DepsHandler = Callable[[D, CommandContext], Awaitable[str | None]]  # a handler that takes its dependencies first
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,26 @@ class Command:
         return self.platforms is None or platform in self.platforms
 
 
+class CommandSet(Generic[D]):
+    """A feature's commands, declared at module level; each handler takes the dependencies ``D`` first."""
+
+    def __init__(self) -> None:
+        self._declared: list[tuple[DepsHandler[D], partial[Command]]] = []
+
+    def command(self, name: str, description: str, *, aliases: tuple[str, ...] = (), args_hint: str = "",
+                platforms: frozenset[str] | None = None,
+                admin_only: bool = False) -> Callable[[DepsHandler[D]], DepsHandler[D]]:
+        def declare(handler: DepsHandler[D]) -> DepsHandler[D]:
+            self._declared.append((handler, partial(Command, name, description, aliases=aliases, args_hint=args_hint,
+                                                    platforms=platforms, admin_only=admin_only)))
+            return handler
+
+        return declare
+
+    def bind(self, deps: D) -> list[Command]:
+        return [command(handler=partial(handler, deps)) for handler, command in self._declared]
+
+
 class CommandRegistry:
     def __init__(self) -> None:
         self._commands: dict[str, Command] = {}
@@ -54,13 +82,10 @@ class CommandRegistry:
         self._commands[command.name] = command
         return command
 
-    def command(self, name: str, description: str, *, aliases: tuple[str, ...] = (), args_hint: str = "",
-                platforms: frozenset[str] | None = None, admin_only: bool = False) -> Callable[[Handler], Handler]:
-        def register(handler: Handler) -> Handler:
-            self.add(Command(name, description, handler, aliases, args_hint, platforms, admin_only))
-            return handler
-
-        return register
+    def include(self, commands: CommandSet[D], deps: D) -> None:
+        """Register a feature's commands, each handler bound to ``deps``."""
+        for command in commands.bind(deps):
+            self.add(command)
 
     def lookup(self, name: str) -> Command | None:
         return self._by_name.get(name.lower())

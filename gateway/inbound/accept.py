@@ -1,35 +1,33 @@
-"""The way in: ``accept`` (guard 1) and what follows it.
+"""The way in: ``accept`` (guard 1).
 
 ``accept`` stores the message in the inbox (UNIQUE(platform, platform_message_id) drops a second copy),
 checks access and returns as soon as the row is durable, so the adapter can acknowledge its platform at
-once. It then schedules the dispatch itself: a command (guard 2) runs inline, reaching even a busy
-session; anything else joins the session's lane synchronously, so messages keep their arrival order.
-Button presses are taken the same way: ``press`` returns at once and the presser's notice follows through
-the adapter's ``answer_press``.
+once. Before returning it hands the message to the dispatch (guard 2, dispatch.py); with several instances
+on one database, the session's owner stores it instead (``route``, routing.py). Button presses are taken
+the same way: ``press`` returns at once and the presser's notice follows through the adapter's
+``answer_press``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import structlog
 
 from gateway.cluster.instance import Instance
-from gateway.commands.registry import CommandContext, CommandRegistry
+from gateway.commands.registry import CommandRegistry
 from gateway.config import Config
 from gateway.inbound.access import AccessControl
+from gateway.inbound.dispatch import Dispatch
 from gateway.kernel.faults import Faults, Unavailable
-from gateway.kernel.logs import redact
+from gateway.kernel.metrics import Counters
 from gateway.kernel.untrusted import clean_text
-from gateway.outbound.delivery import Delivery
 from gateway.platforms.base import (
     Accepted,
     ButtonPress,
     InboundMessage,
-    OutboundMessage,
     PlatformAdapter,
     ShuttingDown,
     Source,
@@ -37,7 +35,6 @@ from gateway.platforms.base import (
 from gateway.ports import ButtonHandler, Lifecycle, Notifier
 from gateway.session.keys import session_key
 from gateway.storage.store import Store
-from gateway.turns.lanes import Lanes
 
 log = structlog.get_logger("herald.inbound")
 
@@ -45,32 +42,33 @@ log = structlog.get_logger("herald.inbound")
 MAX_MESSAGE_CHARS = 32_000
 
 Denied = Callable[[PlatformAdapter, Source], None]
+# Several instances on one database (SessionRouter.accept): the message stored as its session owner's.
+Route = Callable[[PlatformAdapter, InboundMessage, str, dict[str, Any]], Awaitable[Accepted | None]]
 
 
 class Inbound:
-    def __init__(self, cfg: Config, store: Store, access: AccessControl, commands: CommandRegistry, lanes: Lanes,
-                 delivery: Delivery, notifier: Notifier, instance: Instance, life: Lifecycle,
-                 counters: dict[str, int], faults: Faults | None = None) -> None:
+    def __init__(self, cfg: Config, store: Store, access: AccessControl, commands: CommandRegistry,
+                 dispatch: Dispatch, notifier: Notifier, instance: Instance, life: Lifecycle, counters: Counters,
+                 faults: Faults | None = None, *, route: Route | None = None,
+                 on_denied: Denied = lambda _adapter, _source: None,
+                 buttons: Mapping[str, ButtonHandler] | None = None) -> None:
+        """``on_denied``: a stranger's message was refused (pairing answers them); ``buttons``: button id
+        prefix -> the handler of the feature that sent them (approvals)."""
         self.cfg = cfg
         self.store = store
         self.access = access
         self.commands = commands
-        self.lanes = lanes
-        self.delivery = delivery
+        self.dispatch = dispatch
         self.notifier = notifier
         self.instance = instance
         self.life = life
         self.counters = counters
         self.faults = faults if faults is not None else Faults()
-        # Button id prefix -> handler; features that send buttons (approvals, ...) register here.
-        self.buttons: dict[str, ButtonHandler] = {}
-        self.on_denied: Denied = lambda _adapter, _source: None  # pairing answers strangers
-        self.router: Any = None  # gateway.inbound.routing.SessionRouter: several instances on one database
+        self.route = route
+        self.on_denied = on_denied
+        self.buttons = dict(buttons or {})
         # Messages whose insert failed as the database went away: it may have been committed all the same.
         self._uncertain: set[tuple[str, str]] = set()
-        # Per session, the last command still running, or a message waiting behind one: what the session sends
-        # next runs after it, so commands and messages keep the order they were sent in.
-        self._in_flight: dict[str, asyncio.Task[None]] = {}
 
     def key_for(self, source: Source) -> str:
         return session_key(source, self.cfg.sessions.per_user_in_groups)
@@ -92,18 +90,18 @@ class Inbound:
             if await self.store.inbox.add(adapter.name, msg.platform_message_id, key, payload, owner=self.instance.id,
                                           status="denied", wait=False) is None:
                 return self._duplicate(adapter, msg)
-            self.counters["messages_denied"] += 1
+            self.counters.messages_denied += 1
             log.info("sender_denied", platform=adapter.name, user_id=msg.source.user_id)
             self.on_denied(adapter, msg.source)
             return None
-        if self.router is not None and self.router.enabled:
+        if self.route is not None:
             now = time.time()
             row = {"platform": adapter.name, "platform_message_id": msg.platform_message_id, "session_key": key,
                    "payload": payload, "status": "pending", "created_at": now, "updated_at": now}
-            routed = await self.router.accept(adapter, msg, key, row)
+            routed = await self.route(adapter, msg, key, row)
             if routed is None:
                 return self._duplicate(adapter, msg)
-            self.counters["messages_accepted"] += 1
+            self.counters.messages_accepted += 1
             return routed
         # The way in never waits for a database that is down (or a full disk): the message is refused
         # (``Unavailable``), so its platform keeps it and delivers it again; waiting would hold the platform's
@@ -122,7 +120,7 @@ class Inbound:
                 return await self._stored_after_all(adapter, msg, key)
             return self._duplicate(adapter, msg)
         self._uncertain.discard((adapter.name, msg.platform_message_id))
-        self.counters["messages_accepted"] += 1
+        self.counters.messages_accepted += 1
         item = Accepted(inbox_id, msg, key, self.commands.resolve(msg.command))
         self.dispatch(adapter, item)
         return item
@@ -152,82 +150,15 @@ class Inbound:
         if row is None or row["status"] != "pending" or row["owner"] != self.instance.id:
             return self._duplicate(adapter, msg)
         log.info("inbox_stored_after_all", platform=adapter.name, inbox_id=row["id"])
-        self.counters["messages_accepted"] += 1
+        self.counters.messages_accepted += 1
         item = Accepted(row["id"], msg, key, self.commands.resolve(msg.command))
         self.dispatch(adapter, item)
         return item
 
     def _duplicate(self, adapter: PlatformAdapter, msg: InboundMessage) -> None:
-        self.counters["messages_duplicate"] += 1
+        self.counters.messages_duplicate += 1
         log.info("duplicate_dropped", platform=adapter.name, platform_message_id=msg.platform_message_id)
         return None
-
-    def dispatch(self, adapter: PlatformAdapter, item: Accepted) -> None:
-        """Commands inline (they must reach a busy session), everything else into the session's lane — after
-        the session's commands still running: a message sent right after /new, /undo or /model is answered in
-        what that command leaves, not in what it was still changing."""
-        before = self._in_flight.get(item.key)
-        if item.command is None and before is None:
-            self.lanes.submit(adapter, item)
-            return
-        if self.lanes.dispatched is not None:
-            self.lanes.dispatched.add(item.inbox_id)
-        step = self.run_command if item.command is not None else self._submit
-        task = self.life.spawn(self._after(before, step, adapter, item),
-                               name=f"command:{item.command.name}" if item.command else "lane:after-command")
-        self._in_flight[item.key] = task
-        task.add_done_callback(lambda done, key=item.key: self._in_flight.pop(key, None)
-                               if self._in_flight.get(key) is done else None)
-
-    async def _submit(self, adapter: PlatformAdapter, item: Accepted) -> None:
-        self.lanes.submit(adapter, item)
-
-    @staticmethod
-    async def _after(before: asyncio.Task[None] | None,
-                     step: Callable[[PlatformAdapter, Accepted], Awaitable[None]],
-                     adapter: PlatformAdapter, item: Accepted) -> None:
-        if before is not None:
-            await asyncio.wait({before})
-        await step(adapter, item)
-
-    async def run_command(self, adapter: PlatformAdapter, item: Accepted) -> None:
-        assert item.command is not None
-        call = item.command
-        source = item.msg.source
-        structlog.contextvars.bind_contextvars(session_key=item.key, platform=adapter.name)
-        try:
-            command = self.commands.lookup(call.name)
-            admin = self.access.admin(source, adapter.trusted)
-            caps = adapter.capabilities
-            if command is None:
-                reply: str | None = (f"Unknown command {caps.command(call.name)}. "
-                                     f"{caps.command('help')} lists the commands.")
-            elif not command.available_on(adapter.name):
-                reply = f"{caps.command(command.name)} is not available here."
-            elif command.admin_only and not admin:
-                reply = f"{caps.command(command.name)} is for admins only."
-            else:
-                reply = await command.handler(CommandContext(adapter, item.msg, item.key, call.args, admin))
-            await self.store.inbox.mark(item.inbox_id, "done", expected="pending")
-            if reply:
-                await self._reply(adapter, item, reply)
-        except Exception as exc:
-            log.exception("command_failed", command=call.name)
-            await self.store.inbox.mark(item.inbox_id, "failed", error=redact(str(exc)), expected="pending")
-            await self._reply(adapter, item, f"{adapter.capabilities.command(call.name)} failed: {type(exc).__name__}. "
-                                             "Details are in the log.")
-        finally:
-            structlog.contextvars.unbind_contextvars("session_key", "platform")
-
-    async def _reply(self, adapter: PlatformAdapter, item: Accepted, text: str) -> None:
-        msg = item.msg
-        native = bool(msg.command and msg.command.native)
-        out = OutboundMessage(text, thread_id=msg.source.thread_id, reply_handle=msg.reply_handle,
-                              ephemeral=native)
-        try:
-            await self.delivery.deliver(adapter, msg.source.chat_id, out)
-        except Exception as exc:
-            log.warning("command_reply_failed", platform=adapter.name, chat_id=msg.source.chat_id, error=str(exc))
 
     # ---- button presses ---------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ import structlog
 from sqlalchemy import and_, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
-from gateway.commands.registry import CommandContext, CommandRegistry
+from gateway.commands.registry import CommandContext, CommandSet
 from gateway.inbound.access import AccessControl
 from gateway.outbound.delivery import Delivery
 from gateway.platforms.base import OutboundMessage, PlatformAdapter, Source
@@ -219,8 +219,7 @@ class PairingService:
     quiet_max = 10_000
 
     def __init__(self, store: Store, access: AccessControl, adapters: Adapters, delivery: Delivery,
-                 notifier: Notifier, life: Lifecycle, unknown_dm: str, commands: CommandRegistry,
-                 clock: Callable[[], float] = time.time) -> None:
+                 notifier: Notifier, life: Lifecycle, unknown_dm: str, clock: Callable[[], float] = time.time) -> None:
         self.access = access
         self.adapters = adapters
         self.delivery = delivery
@@ -232,8 +231,6 @@ class PairingService:
         # platform:user -> until when a stranger gets no further answer (no database work either).
         self._quiet: OrderedDict[str, float] = OrderedDict()
         self._refreshing = asyncio.Lock()
-        commands.command("pair", "approve a pairing code", args_hint="[platform] <code>",
-                                admin_only=True)(self._pair_command)
 
     async def start(self) -> None:
         await self.refresh(notify=False)  # before adapters connect: paired users are let in from the start
@@ -323,18 +320,23 @@ class PairingService:
             await self.refresh()
         return result
 
-    async def _pair_command(self, ctx: CommandContext) -> str:
-        parts = ctx.args.split()
-        if len(parts) == 1:
-            platform, code = ctx.adapter.name, parts[0]
-        elif len(parts) == 2:
-            platform, code = parts[0].lower(), parts[1]
-        else:
-            pair = ctx.adapter.capabilities.command("pair")
-            return f"Usage: {pair} <code>, or {pair} <platform> <code> for another platform."
-        who = ctx.message.source
-        result = await self.approve(platform, code, f"{who.platform}:{who.user_id}")
-        return describe(result, platform)
+
+PAIRING_COMMANDS: CommandSet[PairingService] = CommandSet()
+
+
+@PAIRING_COMMANDS.command("pair", "approve a pairing code", args_hint="[platform] <code>", admin_only=True)
+async def pair(service: PairingService, ctx: CommandContext) -> str:
+    parts = ctx.args.split()
+    if len(parts) == 1:
+        platform, code = ctx.adapter.name, parts[0]
+    elif len(parts) == 2:
+        platform, code = parts[0].lower(), parts[1]
+    else:
+        typed = ctx.adapter.capabilities.command("pair")
+        return f"Usage: {typed} <code>, or {typed} <platform> <code> for another platform."
+    who = ctx.message.source
+    result = await service.approve(platform, code, f"{who.platform}:{who.user_id}")
+    return describe(result, platform)
 
 
 def describe(result: Approval, platform: str) -> str:

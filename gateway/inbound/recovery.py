@@ -12,7 +12,7 @@ is prose and is answered.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 import structlog
 
@@ -25,16 +25,20 @@ from gateway.turns.lanes import Lanes
 
 log = structlog.get_logger("herald.recovery")
 
+TakeOver = Callable[[str, str | None], Awaitable[int]]  # (session key, its gone owner) -> rows resumed here
+
 
 class Recovery:
     def __init__(self, store: Store, instance: Instance, lanes: Lanes, commands: CommandRegistry,
-                 notifier: Notifier) -> None:
+                 notifier: Notifier, take_over: TakeOver | None = None) -> None:
         self.store = store
         self.instance = instance
         self.lanes = lanes
         self.commands = commands
         self.notifier = notifier
-        self.router: Any = None  # gateway.inbound.routing.SessionRouter: with several instances, sessions have owners
+        # With several instances, sessions have owners: a gone owner's rows are taken over with its session's
+        # lease (SessionRouter.take_over).
+        self.take_over = take_over
 
     def hold(self, adapter: PlatformAdapter) -> None:
         """Before ``adapter`` connects: its new messages wait in their lanes until ``first_recovery`` has put
@@ -56,10 +60,10 @@ class Recovery:
         rows = await self.store.inbox.unfinished(adapter.name)
         await self.instance.refresh()  # after the rows: their owners' heartbeats are all in this read
         gone = [row for row in rows if self.instance.gone(row["owner"], row["lease_until"])]
-        if self.router is not None and self.router.enabled:
+        if self.take_over is not None:
             # A session has one owner: its rows are taken over with its lease, in order (gateway/cluster/leases.py).
             for key, owner in dict.fromkeys((row["session_key"], row["owner"]) for row in gone):
-                resumed += await self.router.take_over(key, owner)
+                resumed += await self.take_over(key, owner)
             if resumed:
                 log.info("inbox_recovered", platform=adapter.name, messages=resumed)
             return resumed

@@ -28,7 +28,9 @@ from gateway.cluster.bus import LocalBus
 from gateway.cluster.instance import Instance, process_gone
 from gateway.cluster.leases import Taken, op_accept, op_expire_all, op_release, op_renew, op_rows, op_take_over
 from gateway.commands.registry import CommandRegistry
+from gateway.inbound.dispatch import Dispatch
 from gateway.inbound.recovery import command_of, drop_command
+from gateway.kernel.metrics import Counters
 from gateway.platforms.base import Accepted, InboundMessage, PlatformAdapter
 from gateway.ports import Adapters, Lifecycle, Notifier
 from gateway.storage.store import Store
@@ -41,29 +43,28 @@ LINGER_SECONDS = 60.0
 POLL_SECONDS = 2.0
 POLL_SECONDS_UNHEARD = 0.5  # while the bus is down, wake-ups are not heard: poll more often
 
-Dispatch = Callable[[PlatformAdapter, Accepted], None]
-
 
 class SessionRouter:
-    def __init__(self, store: Store, instance: Instance, bus: LocalBus, lanes: Lanes, adapters: Adapters,
-                 commands: CommandRegistry, notifier: Notifier, life: Lifecycle,
-                 forget: Callable[[str], None], counters: dict[str, int] | None = None) -> None:
+    def __init__(self, store: Store, instance: Instance, bus: LocalBus, lanes: Lanes, dispatch: Dispatch,
+                 adapters: Adapters, commands: CommandRegistry, notifier: Notifier, life: Lifecycle,
+                 forget: Callable[[str], None], counters: Counters | None = None) -> None:
+        """``dispatch``: how a row of ours reaches its session (dispatch.py); ``lanes`` were built ``routed``
+        when ``bus`` is enabled, so they keep the rows dispatched here (``Lanes.dispatched``)."""
         self.store = store
         self.instance = instance
         self.bus = bus
         self.lanes = lanes
+        self.dispatch = dispatch
         self.adapters = adapters
         self.commands = commands
         self.notifier = notifier
         self.life = life
         self.forget = forget  # a session's caches, when its lease comes back to us from another instance
         self.enabled = bus.enabled
-        self.counters = counters if counters is not None else {}
-        self.dispatch: Dispatch | None = None  # Inbound.dispatch, set when that is built
+        self.counters = counters if counters is not None else Counters()
         self.held: dict[str, float] = {}  # session keys whose lease we hold -> last activity
         self._busy_keys: set[str] = set()  # sessions with unfinished rows of ours, as of the last poll
         if self.enabled:
-            lanes.dispatched = set()
             bus.on("inbox", self._woken)
             bus.on_reconnect(lambda: self.life.spawn(self.poll(), name="routing:resync"))
 
@@ -89,7 +90,7 @@ class SessionRouter:
         if taken.owner == self.instance.id:
             self._take(key, taken, fresh=item)
         else:
-            self.counters["messages_routed"] = self.counters.get("messages_routed", 0) + 1
+            self.counters.messages_routed += 1
             log.debug("routed", session_key=key, owner=taken.owner, inbox_id=taken.inbox_id)
         return item
 
@@ -101,7 +102,7 @@ class SessionRouter:
 
     def _take(self, key: str, taken: Taken, fresh: Accepted | None = None) -> None:
         """Dispatch the session's rows not dispatched yet, oldest first (synchronous: no row twice)."""
-        assert self.dispatch is not None and self.lanes.dispatched is not None
+        assert self.lanes.dispatched is not None
         if key not in self.held or taken.taken_from not in (None, self.instance.id):
             self.forget(key)  # another instance may have run the session meanwhile
         self.held[key] = time.monotonic()

@@ -2,7 +2,7 @@
 
 One ``CollectorRegistry`` per runner (tests start several runners in one process; the library's global
 registry would refuse the second set of names). Cheap on the hot path: the message counters stay plain
-ints in the runner's ``counters`` dict and the gauges (turns running, queue depth, adapter state) are read
+ints in ``Counters`` and the gauges (turns running, queue depth, adapter state) are read
 only when scraped, by ``_Snapshot``; what is observed as it happens (turn and LLM latency, deliveries,
 approvals, cron runs, loop lag) is one histogram or counter update, with label children bound up front.
 """
@@ -10,6 +10,7 @@ approvals, cron runs, loop lag) is one histogram or counter update, with label c
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -32,10 +33,26 @@ APPROVAL_OUTCOMES = ("approved", "denied", "expired")
 CRON_STATUSES = ("ok", "failed", "timed_out", "missed", "skipped")
 
 
+@dataclass
+class Counters:
+    """Messages taken in and turns run, bumped where they happen (one int each) and read at scrape time."""
+
+    messages_accepted: int = 0
+    messages_duplicate: int = 0
+    messages_denied: int = 0
+    messages_routed: int = 0  # accepted and stored for the instance that owns its session
+    turns_started: int = 0
+    turns_ok: int = 0
+    turns_failed: int = 0
+    turns_interrupted: int = 0
+    turns_timed_out: int = 0
+    queue_rejected: int = 0
+
+
 class Source(Protocol):
     """What the scrape-time gauges read (the runner)."""
 
-    counters: Mapping[str, int]
+    counters: Counters
     adapters: Mapping[str, Any]
     lanes: Any  # .running(), .waiting()
 
@@ -140,16 +157,18 @@ class _Snapshot(Collector):
         messages = CounterMetricFamily("herald_messages", "Messages taken in, by outcome (accepted, duplicate "
                                        "dropped, sender denied; routed: accepted and stored for the instance that "
                                        "owns its session).", labels=["outcome"])
-        for outcome in ("accepted", "duplicate", "denied", "routed"):
-            messages.add_metric([outcome], c.get(f"messages_{outcome}", 0))
+        for outcome, count in (("accepted", c.messages_accepted), ("duplicate", c.messages_duplicate),
+                               ("denied", c.messages_denied), ("routed", c.messages_routed)):
+            messages.add_metric([outcome], count)
         yield messages
-        yield CounterMetricFamily("herald_turns_started", "Agent turns started.", value=c.get("turns_started", 0))
+        yield CounterMetricFamily("herald_turns_started", "Agent turns started.", value=c.turns_started)
         turns = CounterMetricFamily("herald_turns", "Agent turns finished, by outcome.", labels=["outcome"])
-        for outcome in ("ok", "failed", "interrupted", "timed_out"):
-            turns.add_metric([outcome], c.get(f"turns_{outcome}", 0))
+        for outcome, count in (("ok", c.turns_ok), ("failed", c.turns_failed), ("interrupted", c.turns_interrupted),
+                               ("timed_out", c.turns_timed_out)):
+            turns.add_metric([outcome], count)
         yield turns
         yield CounterMetricFamily("herald_queue_rejected", "Messages refused because their session's queue was "
-                                  "full.", value=c.get("queue_rejected", 0))
+                                  "full.", value=c.queue_rejected)
         yield GaugeMetricFamily("herald_turns_running", "Agent turns running now.", value=s.lanes.running())
         yield GaugeMetricFamily("herald_queue_depth", "Messages waiting in session queues now.",
                                 value=s.lanes.waiting())

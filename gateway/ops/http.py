@@ -72,7 +72,6 @@ class HttpHost(Protocol):
 
     cfg: Config
     adapters: Mapping[str, PlatformAdapter]
-    counters: Mapping[str, int]
     lanes: Any  # .running(), .waiting()
     warnings: list[str]  # start-up warnings (the sandbox's)
     started_at: float

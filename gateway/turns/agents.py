@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
@@ -14,6 +14,7 @@ import structlog
 from gateway.config import Config, Paths, secret_env_names
 from gateway.kernel.configbase import secret
 from gateway.session.settings import SessionSettings
+from tools.sandbox import SandboxPolicy
 
 log = structlog.get_logger("herald.agents")
 
@@ -23,7 +24,11 @@ _SECRET_NAME = re.compile(r"(TOKEN|API_KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$
 class AgentFactory:
     def __init__(self, cfg: Config, paths: Paths, prompt_hint: Callable[[str], str | None],
                  observe_llm: Callable[[float, str | None], None] | None = None,
-                 on_model_fault: Callable[[str], None] | None = None) -> None:
+                 on_model_fault: Callable[[str], None] | None = None, *, sandbox: SandboxPolicy | None = None,
+                 tool_extras: Callable[[], Mapping[str, Any]] = dict) -> None:
+        """``sandbox``: the policy every tool call runs under (gateway/turns/sandboxing.py); ``tool_extras``:
+        the ToolContext extras of every turn, from the features the tools reach (memory, cron), read at each
+        turn (cron's scheduler starts after the agent is built)."""
         self.cfg = cfg
         self._observe_llm = observe_llm  # each model request's duration and error kind (gateway/kernel/metrics.py)
         self._on_model_fault = on_model_fault  # each fault a model endpoint served (gateway/kernel/faults.py)
@@ -36,10 +41,9 @@ class AgentFactory:
         self.settings = SessionSettings(cfg)
         self.tool_names: list[str] = []
         self.agent: Any = None
-        # Extra ToolContext.extras for every turn, filled by features the tools reach (cron: "cron_api").
-        # Not "cron": that key marks a cron turn, whose dangerous commands follow approvals.cron_mode.
-        self.tool_extras: dict[str, Any] = {}
-        self.sandbox: Any = None  # tools.sandbox.SandboxPolicy, set at start (gateway/turns/sandboxing.py)
+        # Never "cron" among them: that key marks a cron turn, whose dangerous commands follow approvals.cron_mode.
+        self._tool_extras = tool_extras
+        self.sandbox = sandbox
         # The environment variables holding secrets (named by the config, or named like a secret), whose
         # values approval prompts mask; commands get an allowlisted environment (tools/sandbox.py).
         self.secret_env_names = sorted(set(secret_env_names(cfg)) | {n for n in os.environ if _SECRET_NAME.search(n)})
@@ -127,4 +131,4 @@ class AgentFactory:
 
         cwd = str(self.sandbox.workspace) if self.sandbox is not None else os.path.expanduser("~")
         return ToolContext(session_key=key, cwd=cwd, interrupt=interrupt, config=self.cfg.tools,
-                           extras={"approve": approve, **self.tool_extras, **extras}, sandbox=self.sandbox)
+                           extras={"approve": approve, **self._tool_extras(), **extras}, sandbox=self.sandbox)

@@ -40,7 +40,7 @@ from agent_core.compress import (
 from agent_core.errors import LLMError
 from agent_core.tokens import estimate_request
 from agent_core.usage import UsageMeter
-from gateway.commands.registry import CommandContext, CommandRegistry
+from gateway.commands.registry import CommandContext, CommandSet
 from gateway.config import Config
 from gateway.session.manager import SessionManager
 from gateway.storage.store import Store
@@ -305,7 +305,9 @@ class TurnCompaction:
         return [msgs[0], summary_message(summary), *recent]
 
 
-def register_compress_command(registry: CommandRegistry, compressor: Compressor) -> None:
-    @registry.command("compress", "summarise the older part of this conversation to free the model's context")
-    async def compress(ctx: CommandContext) -> str:
-        return await compressor.compress_now(ctx.session_key, ctx.message.source)
+COMPRESS_COMMANDS: CommandSet[Compressor] = CommandSet()
+
+
+@COMPRESS_COMMANDS.command("compress", "summarise the older part of this conversation to free the model's context")
+async def compress(compressor: Compressor, ctx: CommandContext) -> str:
+    return await compressor.compress_now(ctx.session_key, ctx.message.source)

@@ -22,7 +22,7 @@ import structlog
 
 from agent_core.usage import UsageMeter
 from gateway.config import Config
-from gateway.kernel.metrics import NULL_METRICS, Metrics
+from gateway.kernel.metrics import NULL_METRICS, Counters, Metrics
 from gateway.outbound.delivery import Delivery
 from gateway.outbound.streaming import NO_LIVE
 from gateway.platforms.base import Accepted, InboundMessage, OutboundMessage, PlatformAdapter, Source
@@ -125,7 +125,7 @@ class TurnSlot:
 
 class TurnExecutor:
     def __init__(self, cfg: Config, store: Store, sessions: SessionManager, delivery: Delivery, notifier: Notifier,
-                 agents: AgentFactory, approvals: Any, adapters: Adapters, counters: dict[str, int], *,
+                 agents: AgentFactory, approvals: Any, adapters: Adapters, counters: Counters, *,
                  metrics: Metrics | None = None, compression: Compressor | None = None,
                  usage: UsageLedger | None = None, streams: Any = None) -> None:
         self.cfg = cfg
@@ -215,7 +215,7 @@ class TurnExecutor:
             slot.finish()
             await self._abandoned(adapter, item, journal, turn.abandoned.result(), turn.last_step)
             return
-        self.counters["turns_started"] += 1
+        self.counters.turns_started += 1
         item.queued_ms = round((time.time() - item.msg.received_at) * 1000, 2)
         log.debug("turn_started", queued_ms=item.queued_ms, resumed=item.resume_turn)
         typing = (asyncio.create_task(self._keep_typing(adapter, source, turn, live)) if adapter.capabilities.typing
@@ -242,7 +242,7 @@ class TurnExecutor:
             result = future.result()
         except Exception as exc:
             log.exception("agent_crashed")
-            self.counters["turns_failed"] += 1
+            self.counters.turns_failed += 1
             await journal.close("crashed", "failed")
             await live.abandon("failed")
             await self.notifier.notify(source, f"⚠️ Something went wrong on my side ({type(exc).__name__}). "
@@ -299,9 +299,12 @@ class TurnExecutor:
         await live.close()  # nothing more is shown; the final delivery edits what was
         status = getattr(result, "status", "ok")
         if status == "ok":
-            self.counters["turns_ok"] += 1
+            self.counters.turns_ok += 1
         else:
-            self.counters["turns_failed" if status == "error" else "turns_interrupted"] += 1
+            if status == "error":
+                self.counters.turns_failed += 1
+            else:
+                self.counters.turns_interrupted += 1
             log.warning("turn_not_ok", status=status, error_kind=getattr(result, "error_kind", None))
         text = result.text or "(no answer)"
         await journal.finish(result.messages, "replied", text)
@@ -338,11 +341,11 @@ class TurnExecutor:
         await live.abandon(reason)
         self.sessions.touch(item.key)
         if reason == "timeout":
-            self.counters["turns_timed_out"] += 1
+            self.counters.turns_timed_out += 1
             await self.notifier.notify(source, f"⏱ I stopped this turn: nothing happened for "
                                                f"{duration(self.cfg.gateway.turn_timeout_seconds)}. Please try again.")
         else:
-            self.counters["turns_interrupted"] += 1
+            self.counters.turns_interrupted += 1
 
     async def _keep_typing(self, adapter: PlatformAdapter, source: Source, turn: Turn, live: Any = NO_LIVE) -> None:
         while not turn.abandoned.done() and not live.visible:  # the reply showing is sign of life enough

@@ -24,6 +24,7 @@ import structlog
 
 from gateway.cluster.instance import Instance
 from gateway.config import GatewayConfig
+from gateway.kernel.metrics import Counters
 from gateway.platforms.base import Accepted, InboundMessage, PlatformAdapter
 from gateway.ports import Lifecycle, Notifier
 from gateway.storage.store import Store
@@ -64,18 +65,19 @@ RunTurn = Callable[[Lane, Accepted], Awaitable[None]]
 
 class Lanes:
     def __init__(self, cfg: GatewayConfig, store: Store, notifier: Notifier, life: Lifecycle, instance: Instance,
-                 counters: dict[str, int]) -> None:
+                 counters: Counters, run_turn: RunTurn, *, routed: bool = False) -> None:
+        """``run_turn``: the turn executor's ``run``; ``routed``: several instances share the database."""
         self.cfg = cfg
         self.store = store
         self.notifier = notifier
         self.life = life
         self.instance = instance
         self.counters = counters
+        self.run_turn = run_turn
         self.lanes: dict[str, Lane] = {}
-        self.run_turn: RunTurn | None = None  # the turn executor's ``run``, set when it is built
         # Inbox ids dispatched in this process (lanes and commands), while several instances share the
         # database (gateway/inbound/routing.py): a row found again by a poll is not dispatched twice.
-        self.dispatched: set[int] | None = None
+        self.dispatched: set[int] | None = set() if routed else None
         # Adapters whose first recovery after (re)connecting is still running: their new messages queue but wait,
         # so a message accepted before a restart is answered before one the same chat sent after it.
         self._held: set[str] = set()
@@ -97,7 +99,7 @@ class Lanes:
         source = item.msg.source
         # The bound is on taking new messages in; a recovered one was taken in (and acknowledged) already.
         if busy and not item.recovered and len(lane.queue) >= self.cfg.max_queue:
-            self.counters["queue_rejected"] += 1
+            self.counters.queue_rejected += 1
             waiting = len(lane.queue)
             self.life.spawn(self._reject(item, waiting, adapter.capabilities.command("queue")), name="lane:reject")
             return
@@ -137,7 +139,6 @@ class Lanes:
                                    f"Send it again once I have caught up ({queue_command} shows the waiting ones).")
 
     async def _drain(self, lane: Lane) -> None:
-        assert self.run_turn is not None
         try:
             while lane.queue and not self.life.stopping:
                 item = lane.queue.popleft()

@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import and_, delete, insert, select, update
 
-from gateway.commands.registry import CommandContext, CommandRegistry
+from gateway.commands.registry import CommandContext, CommandSet
 from gateway.platforms.base import Source
 from gateway.ports import Lifecycle
 from gateway.storage.db import is_unique_violation
@@ -180,29 +180,32 @@ def _code_block(entries: list[str]) -> str:
     return "```\n" + "\n".join(lines) + "\n```"
 
 
-def register_memory_commands(registry: CommandRegistry, book: MemoryBook) -> None:
-    @registry.command("memory", "what I remember about you")
-    async def memory_(ctx: CommandContext) -> str:
-        if not book.enabled:
-            return "Memory is off (agent.memory_max_chars is 0)."
-        source = ctx.message.source
-        entries = await book.entries(source.platform, source.user_id)
-        if not entries:
-            return "I don't remember anything about you yet."
-        native = bool(ctx.message.command and ctx.message.command.native)
-        if source.chat_type != "dm" and not native:  # an answer here would be read by the whole group
-            return (f"I keep {len(entries)} note(s) about you; send "
-                    f"{ctx.adapter.capabilities.command('memory')} in a direct message to see them.")
-        used = sum(len(e) for e in entries)
-        return (f"What I remember about you ({used} of {book.max_chars} characters):\n{_code_block(entries)}\n"
-                f"Changes show from the next conversation. {ctx.adapter.capabilities.command('forget')} "
-                "clears it all.")
+MEMORY_COMMANDS: CommandSet[MemoryBook] = CommandSet()
 
-    @registry.command("forget", "clear what I remember about you")
-    async def forget(ctx: CommandContext) -> str:
-        source = ctx.message.source
-        count = await book.clear(source.platform, source.user_id)
-        if not count:
-            return "There was nothing to forget."
-        return (f"🧹 Forgot {count} note(s) about you. This conversation started with them and still has them; "
-                f"{ctx.adapter.capabilities.command('new')} starts one without.")
+
+@MEMORY_COMMANDS.command("memory", "what I remember about you")
+async def memory_(book: MemoryBook, ctx: CommandContext) -> str:
+    if not book.enabled:
+        return "Memory is off (agent.memory_max_chars is 0)."
+    source = ctx.message.source
+    entries = await book.entries(source.platform, source.user_id)
+    if not entries:
+        return "I don't remember anything about you yet."
+    native = bool(ctx.message.command and ctx.message.command.native)
+    if source.chat_type != "dm" and not native:  # an answer here would be read by the whole group
+        return (f"I keep {len(entries)} note(s) about you; send "
+                f"{ctx.adapter.capabilities.command('memory')} in a direct message to see them.")
+    used = sum(len(e) for e in entries)
+    return (f"What I remember about you ({used} of {book.max_chars} characters):\n{_code_block(entries)}\n"
+            f"Changes show from the next conversation. {ctx.adapter.capabilities.command('forget')} "
+            "clears it all.")
+
+
+@MEMORY_COMMANDS.command("forget", "clear what I remember about you")
+async def forget(book: MemoryBook, ctx: CommandContext) -> str:
+    source = ctx.message.source
+    count = await book.clear(source.platform, source.user_id)
+    if not count:
+        return "There was nothing to forget."
+    return (f"🧹 Forgot {count} note(s) about you. This conversation started with them and still has them; "
+            f"{ctx.adapter.capabilities.command('new')} starts one without.")

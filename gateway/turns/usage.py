@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Integer, and_, cast, func, insert, select
 
 from agent_core.usage import UsageMeter
-from gateway.commands.registry import CommandContext, CommandRegistry
+from gateway.commands.registry import CommandContext, CommandSet
 from gateway.config import ModelPrice
 from gateway.platforms.base import Source
+from gateway.session.manager import SessionManager
 from gateway.storage.store import Store
 from gateway.storage.tables import sessions, usage
 
@@ -166,26 +167,31 @@ def _line(label: str, by_model: dict[str, Totals], prices: dict[str, ModelPrice]
     return lines
 
 
-ActiveSession = Callable[[str], Awaitable[dict[str, Any] | None]]
+@dataclass(frozen=True)
+class UsageDeps:
+    ledger: UsageLedger
+    sessions: SessionManager
+    store: Store
 
 
-def register_usage_command(registry: CommandRegistry, ledger: UsageLedger, store: Store,
-                           active_session: ActiveSession) -> None:
-    @registry.command("usage", "tokens and estimated cost of this conversation and of today")
-    async def usage_(ctx: CommandContext) -> str:
-        source = ctx.message.source
-        session = await active_session(ctx.session_key)
-        lines = []
-        if session is None:
-            lines.append("This conversation: no model calls yet.")
-        else:
-            lines += _line("This conversation", await ledger.by_sessions(await lineage(store, session)),
-                           ledger.prices)
-        now = ledger.clock()
-        today = await ledger.by_user_since(source.platform, source.user_id, day_start(now))
-        lines += _line("You today", today, ledger.prices)
-        if ledger.daily_budget is not None:
-            spent = sum(t.tokens for t in today.values())
-            lines.append(f"Daily budget: {spent:,} of {ledger.daily_budget:,} tokens used; it resets "
-                         f"{_reset_time(now)}.")
-        return "\n".join(lines)
+USAGE_COMMANDS: CommandSet[UsageDeps] = CommandSet()
+
+
+@USAGE_COMMANDS.command("usage", "tokens and estimated cost of this conversation and of today")
+async def usage_(deps: UsageDeps, ctx: CommandContext) -> str:
+    source = ctx.message.source
+    session = deps.sessions.peek(ctx.session_key) or await deps.store.sessions.active(ctx.session_key)
+    lines = []
+    if session is None:
+        lines.append("This conversation: no model calls yet.")
+    else:
+        lines += _line("This conversation", await deps.ledger.by_sessions(await lineage(deps.store, session)),
+                       deps.ledger.prices)
+    now = deps.ledger.clock()
+    today = await deps.ledger.by_user_since(source.platform, source.user_id, day_start(now))
+    lines += _line("You today", today, deps.ledger.prices)
+    if deps.ledger.daily_budget is not None:
+        spent = sum(t.tokens for t in today.values())
+        lines.append(f"Daily budget: {spent:,} of {deps.ledger.daily_budget:,} tokens used; it resets "
+                     f"{_reset_time(now)}.")
+    return "\n".join(lines)

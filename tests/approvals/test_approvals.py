@@ -138,7 +138,7 @@ async def test_waiting_for_approval_keeps_the_watchdog_from_killing_the_turn(mak
     await asyncio.sleep(1.2)  # four watchdog limits: a human takes their time
     await qa.click(f"ap:{prompt_id(prompt)}:o")
     assert (await wait_tool_result(qa))["status"] == "ran"
-    assert runner.counters["turns_timed_out"] == 0
+    assert runner.counters.turns_timed_out == 0
     assert not any("I stopped this turn" in t for t in qa.texts())
 
 

@@ -13,6 +13,7 @@ from sqlalchemy import select
 
 from gateway.storage.tables import inbox, messages, sessions
 from tests.fakes.llm import FakeLLM, Reply, ToolCall, message_text
+from tests.support.polling import wait_until
 
 
 def conversation(request: dict[str, Any]) -> list[tuple[str, str]]:
@@ -74,8 +75,13 @@ async def test_retry_asks_again_without_the_old_answer_and_keeps_it_stored(make_
     old = [m for m in stored if m["hidden_by"] == "retry"]
     assert [(m["role"], m["content"]) for m in old] == [("user", "what is the capital of Peru?"),
                                                         ("assistant", "first answer")]
-    (row,) = await rows(runner, inbox, inbox.c.platform_message_id.like("%:retry"))
-    assert row["status"] == "done" and row["reply"] == "second answer"
+    async def retry_done() -> dict[str, Any] | None:
+        (row,) = await rows(runner, inbox, inbox.c.platform_message_id.like("%:retry"))
+        return row if row["status"] == "done" else None
+
+    # The row is marked done right after the answer is sent: the chat may see the answer a moment before.
+    row = await wait_until(retry_done, what="the /retry row marked done")
+    assert row["reply"] == "second answer"
     # The next turn sees the retried exchange only.
     fake_llm.script(Reply("third"))
     await ask(qa, "and of Chile?", "third")

@@ -48,7 +48,7 @@ async def test_plain_messages_reach_the_model_only_from_allowed_users(make_runne
     else:
         await settle(qa)
         assert all(f"hello from {user}" not in str(r["messages"]) for r in fake_llm.requests)
-        assert runner.counters["messages_denied"] == 1
+        assert runner.counters.messages_denied == 1
         texts = qa.texts(chat)
         if chat_type == "dm":
             # An unknown DM gets a pairing code and nothing else.
@@ -88,7 +88,7 @@ async def test_unknown_dm_ignore_says_nothing(make_runner, fake_llm):
     await qa.say("anyone there?", chat_id="dm-s", user_id=STRANGER)
     await settle(qa)
     assert qa.texts() == [] and fake_llm.requests == []
-    assert runner.counters["messages_denied"] == 1
+    assert runner.counters.messages_denied == 1
 
 
 async def test_open_groups_let_anyone_talk_there_but_not_in_dms_and_not_run_admin_commands(make_runner, fake_llm):

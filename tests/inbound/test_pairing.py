@@ -215,9 +215,9 @@ async def test_cli_approval_from_another_process_lets_the_user_in_within_seconds
     while runner.access.allowed(qa_source()):
         assert asyncio.get_running_loop().time() < deadline, "revocation never reached the daemon"
         await asyncio.sleep(0.05)
-    denied = runner.counters["messages_denied"]
+    denied = runner.counters.messages_denied
     await qa.say("and now?", chat_id="dm-s", user_id=STRANGER)
-    assert runner.counters["messages_denied"] == denied + 1
+    assert runner.counters.messages_denied == denied + 1
 
 
 def qa_source() -> Any:

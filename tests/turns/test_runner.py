@@ -93,7 +93,7 @@ async def test_queue_overflow_tells_the_user_and_drops_nothing_silently(make_run
     texts = await qa.wait_for(lambda t: len(answers(t)) == 2)
     assert answers(texts) == ["echo: one [sleep=0.5]", "echo: two"]
     assert any("did not take this one" in t for t in texts)
-    assert runner.counters["queue_rejected"] == 1
+    assert runner.counters.queue_rejected == 1
 
 
 async def test_stop_interrupts_and_the_abandoned_answer_never_arrives(make_runner, fake_llm):
@@ -137,7 +137,7 @@ async def test_watchdog_ends_a_stuck_turn_and_frees_the_session(make_runner, fak
     await qa.say("again")
     await qa.wait_for(lambda t: "echo: again" in t)
     assert "too late" not in qa.texts()
-    assert runner.counters["turns_timed_out"] == 1
+    assert runner.counters.turns_timed_out == 1
 
 
 async def test_typing_indicator_while_a_turn_runs(make_runner, fake_llm):
@@ -235,7 +235,7 @@ async def test_unknown_sender_gets_nothing_from_the_model(make_runner, fake_llm)
     await qa.wait_for(lambda t: len(t) == 1)
     await asyncio.sleep(0.2)
     assert fake_llm.requests == [] and "pairing code" in qa.texts()[0] and len(qa.texts()) == 1
-    assert runner.counters["messages_denied"] == 1
+    assert runner.counters.messages_denied == 1
 
 
 async def test_group_chats_have_a_session_per_user(make_runner, fake_llm):

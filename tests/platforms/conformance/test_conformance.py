@@ -60,7 +60,7 @@ async def test_a_redelivered_event_is_answered_once(driver: PlatformDriver, fake
     await asyncio.sleep(0.2)
     assert [m.text for m in driver.messages(driver.chat)].count("echo: only once") == 1
     assert model_calls(fake_llm, "only once") == 1
-    assert driver.runner.counters["messages_duplicate"] == 1
+    assert driver.runner.counters.messages_duplicate == 1
 
 
 # ---- 2. the platform is acknowledged before a slow dispatch ------------------------------------------------
@@ -255,7 +255,7 @@ async def test_a_stranger_gets_nothing_from_the_model(driver: PlatformDriver, fa
         assert stranger.status == 401
     assert not model_saw(fake_llm, "I am a stranger")
     assert all("I am a stranger" not in m.text for m in driver.messages(stranger.chat))  # at most a pairing code
-    assert runner.counters["messages_accepted"] == 1
+    assert runner.counters.messages_accepted == 1
     # Nothing of the stranger's is taken in: at most a row marked denied (an unauthenticated request: none).
     taken = [r for r in await inbox_rows(driver) if "I am a stranger" in json.dumps(r["payload"])]
     assert all(r["status"] == "denied" for r in taken)
@@ -282,10 +282,10 @@ async def test_a_second_daemon_with_the_same_credential_is_refused_then_takes_ov
 
     await driver.send("to the first")
     await driver.wait_text(driver.chat, "echo: to the first")
-    assert first.counters["messages_accepted"] == 1 and driver.adapter(first).state == "connected"
+    assert first.counters.messages_accepted == 1 and driver.adapter(first).state == "connected"
 
     await driver.stop(first)
     await wait_until(lambda: driver.adapter(second).state == "connected", timeout=15, what="the second took over")
     await driver.send("to the second")
     await driver.wait_text(driver.chat, "echo: to the second")
-    assert second.counters["messages_accepted"] == 1
+    assert second.counters.messages_accepted == 1

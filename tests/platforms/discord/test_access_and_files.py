@@ -33,7 +33,7 @@ async def test_allowed_channels_hears_only_the_listed_channel_and_its_threads_an
     await asyncio.sleep(0.3)
     assert model_calls(fake_llm, "in a channel not on the list") == 0 and model_calls(fake_llm, "in its thread") == 0
     assert not fake_dc.sent_in(CHANNEL) and not fake_dc.sent_in(THREAD)
-    assert runner.counters["messages_denied"] == 2
+    assert runner.counters.messages_denied == 2
 
 
 async def test_two_files_of_one_name_are_both_kept(start_dc, fake_dc, fake_llm):

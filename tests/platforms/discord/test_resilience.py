@@ -48,7 +48,7 @@ async def test_messages_posted_while_the_daemon_was_down_are_answered_once_after
     dm_answers = [m.content for m in fake_dc.sent_in(dm)]
     assert dm_answers.index("echo: while down 1") < dm_answers.index("echo: while down 3")  # in order
     assert adapter(second).channels.read_back == 3
-    assert second.counters["messages_duplicate"] == 0  # the cursors were saved at stop: nothing read twice
+    assert second.counters.messages_duplicate == 0  # the cursors were saved at stop: nothing read twice
 
 
 async def test_read_back_goes_no_further_than_backfill_max_age_and_answers_nothing_twice(start_dc, fake_dc,
@@ -71,7 +71,7 @@ async def test_read_back_goes_no_further_than_backfill_max_age_and_answers_nothi
     await asyncio.sleep(0.3)
     asked = [message_text(last_user_message(r)) for r in fake_llm.requests]
     assert asked == ["answered before", "just now"]  # too old: left; read again: dropped by the inbox
-    assert second.counters["messages_duplicate"] == 1
+    assert second.counters.messages_duplicate == 1
 
 
 async def test_the_gateway_drops_resumes_and_readyz_shows_it(start_dc, fake_dc):

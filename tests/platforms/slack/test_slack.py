@@ -142,7 +142,7 @@ async def test_the_message_and_app_mention_events_of_one_mention_are_answered_on
     await fake_slack.wait_sent(lambda sent: len(sent) == 1)
     await asyncio.sleep(0.3)
     assert len(fake_slack.sent) == 1 and model_calls(fake_llm, "once please") == 1
-    assert runner.counters["messages_duplicate"] == 1
+    assert runner.counters.messages_duplicate == 1
 
 
 # ---------------------------------------------------------------------------------------------- sending

@@ -29,7 +29,7 @@ async def test_allowed_channels_hears_only_the_listed_channel_and_its_threads_an
     assert model_calls(fake_llm, "in a channel not on the list") == 0
     assert model_calls(fake_llm, "and in its thread") == 0
     assert {m.channel for m in sent} == {LISTED, DM}
-    assert runner.counters["messages_denied"] == 2
+    assert runner.counters.messages_denied == 2
 
 
 async def test_a_strangers_herald_command_is_told_privately_it_is_not_allowed(start_slack, fake_slack, fake_llm):

@@ -34,7 +34,7 @@ async def test_a_retried_event_is_acknowledged_and_answered_once(start_slack, fa
     await fake_slack.wait_sent(lambda sent: len(sent) == 1)
     await asyncio.sleep(0.3)
     assert fake_slack.texts() == ["echo: only once"] and model_calls(fake_llm, "only once") == 1
-    assert runner.counters["messages_duplicate"] == 2
+    assert runner.counters.messages_duplicate == 2
 
 
 async def test_a_bad_signature_and_a_stale_timestamp_get_401_and_reach_nobody(start_slack, fake_slack, fake_llm):
@@ -54,7 +54,7 @@ async def test_a_bad_signature_and_a_stale_timestamp_get_401_and_reach_nobody(st
     assert status == 401
     await asyncio.sleep(0.3)
     assert fake_slack.sent == [] and fake_llm.requests == []
-    assert runner.counters["messages_accepted"] == 0
+    assert runner.counters.messages_accepted == 0
 
 
 async def test_url_verification_is_answered_with_the_challenge(start_slack, fake_slack):

@@ -376,10 +376,35 @@ class AdapterContext:
     faults: FaultSink = NO_FAULTS  # where the adapter counts what it met (bad input, platform faults)
 
 
+class Outbound:
+    """An adapter's sending part (its outbound.py): the adapter's ``render``, ``measure``, ``send``, ``edit`` and
+    ``typing`` go to its ``outbound``. These defaults are the contract's: markdown as it is, characters, no
+    edits, no typing indicator; ``typing`` only schedules one (it returns at once)."""
+
+    def render(self, markdown: str) -> str:
+        return markdown
+
+    def measure(self, text: str) -> int:
+        return len(text)
+
+    async def send(self, chat_id: str, text: str, message: OutboundMessage, *,
+                   idempotency_key: str | None = None) -> list[str]:
+        raise NotImplementedError("an adapter sends through its outbound part, or overrides send")
+
+    async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None = None,
+                   *, thread_id: str | None = None) -> None:
+        raise PermanentError("this platform cannot edit messages")
+
+    def typing(self, chat_id: str, thread_id: str | None = None) -> None:
+        return None
+
+
 class PlatformAdapter(abc.ABC):
     """start / stop / send / edit / typing / render / measure, plus ``accept`` and ``press`` inbound."""
 
     name: str = "base"
+    # Where send, edit, typing, render and measure go unless the adapter overrides them.
+    outbound: Outbound = Outbound()
     capabilities: Capabilities = Capabilities()
     # One line for the system prompt: how replies will be shown on this platform.
     prompt_hint: str = ""
@@ -457,17 +482,16 @@ class PlatformAdapter(abc.ABC):
         """aiohttp route definitions this adapter serves on the daemon's http app (web API, webhooks)."""
         return []
 
-    # ---- outbound ----------------------------------------------------------------------------
+    # ---- outbound: to ``self.outbound`` unless the adapter says otherwise ---------------------------
 
     def render(self, markdown: str) -> str:
         """The agent's markdown in this platform's dialect. Delivery chunks what this returns."""
-        return markdown
+        return self.outbound.render(markdown)
 
     def measure(self, text: str) -> int:
         """The length of rendered text as the platform counts it against ``max_message_length``."""
-        return len(text)
+        return self.outbound.measure(text)
 
-    @abc.abstractmethod
     async def send(self, chat_id: str, text: str, message: OutboundMessage, *,
                    idempotency_key: str | None = None) -> list[str]:
         """Send one rendered chunk; return every platform message id it created (usually one).
@@ -475,15 +499,16 @@ class PlatformAdapter(abc.ABC):
         ``idempotency_key`` is the same when the same chunk is sent again (after a crash): an adapter
         whose platform can de-duplicate with it says so in ``capabilities.idempotent_send``.
         """
+        return await self.outbound.send(chat_id, text, message, idempotency_key=idempotency_key)
 
     async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None = None,
                    *, thread_id: str | None = None) -> None:
         """Replace a message's text (rendered, one chunk) and/or buttons; ``thread_id`` where the platform
         addresses a thread's messages through it."""
-        raise PermanentError(f"{self.name} cannot edit messages")
+        await self.outbound.edit(chat_id, message_id, text, buttons, thread_id=thread_id)
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
-        return None
+        self.outbound.typing(chat_id, thread_id)
 
     async def answer_press(self, press: ButtonPress, notice: str | None) -> bool:
         """Show ``notice`` to whoever pressed (ephemeral where the platform has it). Called once per press.

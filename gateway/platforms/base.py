@@ -30,6 +30,8 @@ from typing import Any, Literal, Protocol
 
 import structlog
 
+from gateway.kernel.chunking import MARKDOWN
+from gateway.kernel.chunking import Dialect as Dialect  # adapters declare theirs from the contract
 from gateway.kernel.faults import Unavailable as Unavailable  # adapters catch it from the contract
 from gateway.kernel.health import kind_of
 from gateway.kernel.logs import redact
@@ -37,7 +39,6 @@ from gateway.kernel.logs import redact
 log = structlog.get_logger("herald.platforms")
 
 ChatType = Literal["dm", "group", "channel"]
-Dialect = Literal["markdown", "slack_mrkdwn", "discord", "plain"]
 ButtonStyle = Literal["default", "primary", "danger"]
 
 
@@ -215,7 +216,7 @@ class ButtonPress:
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     max_message_length: int = 4000
-    dialect: Dialect = "markdown"
+    dialect: Dialect = MARKDOWN  # the markup ``render`` writes, as chunking needs to know it
     buttons: bool = False
     edits: bool = False
     threads: bool = False

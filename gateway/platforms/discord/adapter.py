@@ -44,7 +44,7 @@ from gateway.platforms.discord.backfill import ChannelLog, Outcome
 from gateway.platforms.discord.config import DiscordConfig
 from gateway.platforms.discord.inbound import DiscordInbound
 from gateway.platforms.discord.interactions import Interactions
-from gateway.platforms.discord.outbound import MAX_CHARS, DiscordOutbound
+from gateway.platforms.discord.outbound import DIALECT, MAX_CHARS, DiscordOutbound
 from gateway.platforms.discord.transport import client_options, point_at
 
 log = structlog.get_logger("herald.discord")
@@ -89,7 +89,7 @@ class _Client(discord.Client):
 
 class DiscordAdapter(PlatformAdapter):
     name = "discord"
-    capabilities = Capabilities(max_message_length=MAX_CHARS, dialect="discord", buttons=True, edits=True,
+    capabilities = Capabilities(max_message_length=MAX_CHARS, dialect=DIALECT, buttons=True, edits=True,
                                 threads=True, typing=True, min_edit_interval=1.0)
     prompt_hint = ("You are talking on Discord. Your Markdown is shown formatted (bold, italic, headings, lists, "
                    "quotes, code blocks, links); tables are not, so prefer lists. Long answers arrive as several "

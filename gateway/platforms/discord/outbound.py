@@ -24,6 +24,7 @@ import structlog
 from discord.http import handle_message_parameters
 from discord.utils import MISSING
 
+from gateway.kernel.chunking import MARKDOWN, Dialect
 from gateway.platforms.base import Button, Outbound, OutboundMessage, TransientError
 from gateway.platforms.buttons import ButtonIds
 from gateway.platforms.discord.transport import GONE_INTERACTION, error_code, map_error, nonce
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger("herald.discord")
 
 MAX_CHARS = 2000
+# Markdown's emphasis and Discord's ||spoiler||: delivery's chunking cuts none of them.
+DIALECT = Dialect("discord", ("||", *MARKDOWN.emphasis))
 CUSTOM_ID_MAX = 100
 LABEL_MAX = 80
 TYPING_DELAY = 0.5  # seconds a turn runs before "typing…" is shown: a fast answer costs no extra request

@@ -37,6 +37,7 @@ from gateway.platforms.base import (
     Prepared,
 )
 from gateway.platforms.slack.inbound import LOOKUP_BUDGET, Deadline, SlackInbound
+from gateway.platforms.slack.mrkdwn import MRKDWN
 from gateway.platforms.slack.outbound import MAX_TEXT, SlackOutbound
 from gateway.platforms.slack.transport import file_hosts, http_session, web_client
 
@@ -56,7 +57,7 @@ PING_INTERVAL = 10.0  # Socket Mode's ping; a connection silent for 4 of these i
 
 class SlackAdapter(PlatformAdapter):
     name = "slack"
-    capabilities = Capabilities(max_message_length=MAX_TEXT, dialect="slack_mrkdwn", buttons=True, edits=True,
+    capabilities = Capabilities(max_message_length=MAX_TEXT, dialect=MRKDWN, buttons=True, edits=True,
                                 threads=True, typing=True, command_prefix="!",
                                 min_edit_interval=1.0)
     prompt_hint = ("You are talking on Slack. Your Markdown is shown as Slack formatting (bold, italics, "

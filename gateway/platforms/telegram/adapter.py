@@ -64,7 +64,7 @@ CONFLICT_REASON = ("Telegram answered 409 Conflict: another program is reading t
 
 class TelegramAdapter(PlatformAdapter):
     name = "telegram"
-    capabilities = Capabilities(max_message_length=MAX_UTF16, dialect="markdown", buttons=True, edits=True,
+    capabilities = Capabilities(max_message_length=MAX_UTF16, buttons=True, edits=True,
                                 threads=True, typing=True, min_edit_interval=1.0)
     prompt_hint = ("You are talking on Telegram. Your Markdown is shown formatted (bold, italic, code, code "
                    "blocks, links, quotes); tables show as plain text, so prefer lists.")

@@ -99,7 +99,7 @@ def _public(row: dict[str, Any]) -> dict[str, Any]:
 
 class WebAdapter(PlatformAdapter):
     name = "web"
-    capabilities = Capabilities(max_message_length=16_000, dialect="markdown", buttons=True, edits=True,
+    capabilities = Capabilities(max_message_length=16_000, buttons=True, edits=True,
                                 threads=False, typing=True, idempotent_send=True)
     prompt_hint = "You are talking in Herald's local web chat, which renders Markdown."
     trusted = True  # every request carried the owner's bearer token

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import contextlib
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -35,6 +34,10 @@ from gateway.kernel.chunking import Dialect as Dialect  # adapters declare their
 from gateway.kernel.faults import Unavailable as Unavailable  # adapters catch it from the contract
 from gateway.kernel.health import kind_of
 from gateway.kernel.logs import redact
+from gateway.platforms.files import FileUnavailable as FileUnavailable  # the contract's too, kept in files.py
+from gateway.platforms.files import TooBig as TooBig
+from gateway.platforms.files import file_ref as file_ref
+from gateway.platforms.files import save_stream as save_stream
 
 log = structlog.get_logger("herald.platforms")
 
@@ -156,12 +159,6 @@ class InboundMessage:
         )
 
 
-def file_ref(name: str, kind: str = "file", size: int | None = None, **platform: Any) -> dict[str, Any]:
-    """One entry of ``InboundMessage.pending["files"]``: what the gateway says about the file (its name, what
-    it is, its declared size) and whatever the adapter needs to fetch it (a URL, a file id)."""
-    return {"name": name, "kind": kind, "size": size, **platform}
-
-
 @dataclass(slots=True)
 class Prepared:
     """What ``PlatformAdapter.prepare`` made of a message's pending work."""
@@ -172,16 +169,6 @@ class Prepared:
     # The message turned out not to be for the agent after all (a thread the bot is not in): why, for the
     # log. The gateway closes its inbox row without a turn.
     drop: str | None = None
-
-
-class FileUnavailable(Exception):
-    """A file that cannot be had; ``str()`` says why in words a user understands ("bigger than the 20 MB
-    limit")."""
-
-
-class TooBig(FileUnavailable):
-    def __init__(self, cap_mb: float) -> None:
-        super().__init__(f"bigger than the {cap_mb:g} MB limit")
 
 
 @dataclass(frozen=True, slots=True)
@@ -584,24 +571,3 @@ class PlatformAdapter(abc.ABC):
 
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-async def save_stream(chunks: Any, target: Path, cap: int, cap_mb: float) -> None:
-    """Write an async iterator of byte chunks to ``target``, refusing (``TooBig``) as soon as it passes ``cap``
-    bytes — whatever size the platform declared — and never leaving a partial file under the final name."""
-    body = bytearray()
-    async for chunk in chunks:
-        body += chunk
-        if len(body) > cap:
-            raise TooBig(cap_mb)
-    await asyncio.to_thread(_write, target, bytes(body))
-
-
-def _write(target: Path, data: bytes) -> None:
-    partial = target.with_name(target.name + ".part")
-    try:
-        partial.write_bytes(data)
-        os.replace(partial, target)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            partial.unlink()

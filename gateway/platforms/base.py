@@ -467,8 +467,24 @@ class PlatformAdapter(abc.ABC):
         await asyncio.Event().wait()
 
     def http_routes(self) -> list[Any]:
-        """aiohttp route definitions this adapter serves on the daemon's http app (web API, webhooks)."""
+        """aiohttp route definitions this adapter serves on the daemon's http app (web API, webhooks, its page)."""
         return []
+
+    def authorizes(self, request: Any) -> bool:
+        """Whether ``request`` to the daemon's HTTP API (``/api/``) carries this adapter's owner credential; only
+        a platform that declares ``guards_api`` has one. The API is closed unless an adapter says yes."""
+        return False
+
+    @classmethod
+    def page_credential(cls, config: Any, home: Path) -> tuple[str, str] | None:
+        """For a platform that declares a ``page``: what lets its owner in, as (name, value) for the address's
+        fragment, made if need be (``herald <name>-url``). Raise ``RuntimeError`` saying why it cannot be had."""
+        return None
+
+    def announce(self, url: str, interactive: bool) -> str | None:
+        """The line ``herald run`` prints once the daemon is up, if this platform has one (how to reach it; ``url``
+        is the daemon's http address; ``interactive``: stdout is a terminal, where a secret may be shown)."""
+        return None
 
     # ---- outbound: to ``self.outbound`` unless the adapter says otherwise ---------------------------
 

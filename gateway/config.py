@@ -212,7 +212,7 @@ class ApprovalsConfig(_Model):
 class AccessConfig(_Model):
     """Who may talk to the agent (gateway/inbound/access.py, gateway/inbound/pairing.py). Default deny."""
 
-    # "platform:user_id" entries, e.g. ["telegram:123456789"]; added to each platform's allowed_users.
+    # "platform:user_id" entries, e.g. ["<platform>:123456789"]; added to each platform's allowed_users.
     allowed_users: list[str] = Field(default_factory=list)
     # "platform:user_id" entries who may also run admin commands (/pair, /sethome, /cron remove).
     admins: list[str] = Field(default_factory=list)
@@ -229,10 +229,17 @@ class AccessConfig(_Model):
             for item in v:
                 platform, sep, user = str(item).partition(":")
                 if not sep or not platform or not user:
-                    raise ValueError(f"entries are platform:user_id, e.g. telegram:123456789 (got {item!r})")
+                    raise ValueError(f"entries are platform:user_id, e.g. {_example_platform()}:123456789 "
+                                     f"(got {item!r})")
                 out.append(f"{platform.strip().lower()}:{user.strip()}")
             return out
         return v
+
+
+def _example_platform() -> str:
+    from gateway.platforms import chat_platforms
+
+    return next(iter(chat_platforms()), "platform")
 
 
 class CronConfig(_Model):
@@ -315,10 +322,6 @@ class Paths:
     def backups_dir(self) -> Path:
         """Where ``herald backup`` writes without a PATH: inside the home, so the sandbox hides it."""
         return self.home / "backups"
-
-    @property
-    def web_token_file(self) -> Path:
-        return self.home / "web_token"
 
     @property
     def env_file(self) -> Path:

@@ -52,7 +52,7 @@ from gateway.ops.systemd import SystemdNotifier
 from gateway.outbound.delivery import Delivery, Notices
 from gateway.outbound.streaming import Streams
 from gateway.outbound.streaming.verbose import VERBOSE_COMMANDS, VerboseDeps
-from gateway.platforms import PLATFORMS, adapter_class
+from gateway.platforms import PLATFORMS, adapter_class, declare_to_logs
 from gateway.platforms.base import (
     Accepted,
     AdapterContext,
@@ -90,6 +90,7 @@ def _tool_named(name: str) -> Any:
 class GatewayRunner:
     def __init__(self, cfg: Config, paths: Paths, extra_adapters: list[AdapterFactory] | None = None) -> None:
         """``extra_adapters``: factories of adapters beyond the configured platforms (test channels)."""
+        declare_to_logs()  # the platforms' bot tokens are masked in whatever this process logs or stores
         self.cfg = cfg
         self.paths = paths
         self._extra_adapters = list(extra_adapters or [])

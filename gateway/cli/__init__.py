@@ -9,16 +9,16 @@ from typing import Annotated
 
 import typer
 
-from gateway.cli import approvals, backup, cron, daemon, db, doctor, pairing, profile, service, web
+from gateway.cli import address, approvals, backup, cron, daemon, db, doctor, pairing, profile, service
 from gateway.cli.common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_USAGE, fail, fail_config, state
 from gateway.config import ConfigError
-from gateway.platforms import PLATFORMS
+from gateway.platforms import PLATFORMS, declare_to_logs
 
 
 def _platforms() -> str:
-    # From the registry, so the help names exactly the platforms this build has.
-    names = [("web chat" if name == "web" else name.capitalize()) for name in PLATFORMS]
-    return ", ".join(names[1:] + names[:1]) if names and names[0] == "web chat" else ", ".join(names)
+    # From the registry, so the help names exactly the platforms this build has: the chat apps, then the pages
+    # Herald serves itself.
+    return ", ".join(d.label for d in sorted(PLATFORMS.values(), key=lambda d: d.page is not None))
 
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -49,10 +49,13 @@ def main_options(
 ) -> None:
     state.profile = profile
     state.config = config
+    declare_to_logs()  # before any subcommand logs, stores or shows an error that may quote a bot token
 
 
 app.registered_commands += daemon.app.registered_commands
-app.command("web-url")(web.web_url)
+for _name, _declared in PLATFORMS.items():  # herald web-url: a page's address with its owner's credential
+    if _declared.page:
+        app.command(f"{_name}-url")(address.page_command(_name, _declared))
 app.command("backup")(backup.backup)
 app.command("doctor")(doctor.doctor)
 app.add_typer(approvals.app, name="approvals")
@@ -68,7 +71,7 @@ def main() -> None:
 
     from gateway.ops.filemodes import PRIVATE_UMASK
 
-    # Whatever a command writes in the home (the home itself, the web token, the SQLite file a first `cron add`
+    # Whatever a command writes in the home (the home itself, a platform's token, the SQLite file a first `cron add`
     # makes, a backup) is for this user alone, as under `herald run` (gateway/ops/filemodes.py).
     os.umask(PRIVATE_UMASK)
     try:

@@ -87,7 +87,7 @@ def run(config: Annotated[str | None, typer.Option("--config", "-c", help="path 
 
 
 async def _serve(cfg: Config, paths: Paths) -> int:
-    from gateway.kernel.logs import add_secret, get_logger, release_stderr
+    from gateway.kernel.logs import get_logger, release_stderr
     from gateway.runner import GatewayRunner
 
     log = get_logger("herald")
@@ -111,20 +111,13 @@ async def _serve(cfg: Config, paths: Paths) -> int:
         typer.echo(f"herald: {line}", err=True)
         return code
     release_stderr()
-    web = runner.adapters.get("web")
-    from gateway.cli.web import chat_url
+    from gateway.cli.address import http_url
 
-    url = chat_url(cfg, runner.http_port)
-    if web is not None:
-        add_secret(web.token)  # type: ignore[attr-defined]
-        # Logged without the token; `herald web-url` prints the whole address wherever stdout went.
-        log.info("web_chat", url=url, token_file=str(paths.web_token_file))
-        if sys.stdout.isatty():
-            typer.echo(f"Herald web chat: {url}#token={web.token}")  # type: ignore[attr-defined]
-        else:
-            typer.echo(f"Herald web chat: {url} (the address with its access token: herald web-url)")
-    else:
-        typer.echo(f"Herald is running (http on {url})")
+    url = http_url(cfg, runner.http_port)
+    # How to reach each platform that says so (the web chat's address); a secret only to a terminal.
+    lines = [line for adapter in runner.adapters.values() if (line := adapter.announce(url, sys.stdout.isatty()))]
+    for line in lines or [f"Herald is running (http on {url})"]:
+        typer.echo(line)
     for line in runner.warnings:  # the sandbox's: unsandboxed by choice, or the terminal off
         typer.echo(f"warning: {line}")
     if not cfg.model.configured:
@@ -173,7 +166,9 @@ def check_config(config: Annotated[str | None, typer.Option("--config", "-c")] =
 @app.command()
 def paths() -> None:
     """Show where this profile keeps its config, database, logs and web token."""
+    from gateway.platforms import home_files
+
     _, p = load()
     for label, value in (("home", p.home), ("config", p.config_file), ("database", p.db_file),
-                         ("logs", p.logs_dir), ("web token", p.web_token_file)):
+                         ("logs", p.logs_dir), *((what, p.home / name) for what, name in home_files())):
         typer.echo(f"{label:10} {value}")

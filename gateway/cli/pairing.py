@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from gateway.cli.common import EXIT_FAILED, fail
+from gateway.platforms import chat_platforms
 
 app = typer.Typer(no_args_is_help=True, help="Pairing: let users who DMed the bot in with their one-time code.")
 
@@ -46,7 +47,7 @@ def _when(ts: float | None) -> str:
 
 
 @app.command("approve")
-def approve(platform: Annotated[str, typer.Argument(help="e.g. telegram")],
+def approve(platform: Annotated[str, typer.Argument(help=f"e.g. {chat_platforms()[0]}")],
             code: Annotated[str, typer.Argument(help="the 8-character code the user was sent")]) -> None:
     """Approve a user's pairing code: they may talk to the agent from then on (and are told so)."""
     from gateway.inbound.pairing import describe

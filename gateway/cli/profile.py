@@ -1,6 +1,6 @@
 """``herald profile list | create NAME``: several independent Heralds under one HERALD_HOME.
 
-A profile is ``$HERALD_HOME/profiles/NAME`` with its own config.yaml, .env, database, logs and web token;
+A profile is ``$HERALD_HOME/profiles/NAME`` with its own config.yaml, .env, database, logs and tokens;
 ``herald --profile NAME …`` (or ``HERALD_PROFILE=NAME``) points every subcommand at it. Profiles may run
 side by side; two that use the same bot token are kept apart by the credential lock (gateway/cluster/locks.py).
 """
@@ -14,8 +14,10 @@ import typer
 
 from gateway.cli.common import EXIT_FAILED, EXIT_USAGE, fail
 from gateway.config import ConfigError, profile_names, resolve_paths
+from gateway.platforms import PLATFORMS, home_files
 
-app = typer.Typer(no_args_is_help=True, help="Profiles: independent Heralds (config, database, logs, web token).")
+app = typer.Typer(no_args_is_help=True, help="Profiles: independent Heralds (config, database, logs"
+                  + "".join(f", {what}" for what, _ in home_files()) + ").")
 
 STARTER_CONFIG = """\
 # Herald profile "{name}". Every key, its default and its meaning: config.example.yaml in the Herald
@@ -31,13 +33,13 @@ http:
   port: {port}             # each profile running at the same time needs its own port
 
 platforms:
-  web:
-    enabled: true
-  telegram:
-    enabled: false
-    token_env: TELEGRAM_BOT_TOKEN   # give each profile its own bot: one token is driven by one Herald
-    allowed_users: []
-"""
+{platforms}"""
+
+
+def _starter_platforms() -> str:
+    """Each platform's own starter lines (its declaration's), under its name."""
+    return "".join(f"  {name}:\n" + "".join(f"    {line}\n" for line in d.starter.splitlines())
+                   for name, d in PLATFORMS.items() if d.starter)
 
 
 @app.command("list")
@@ -76,6 +78,7 @@ def create(name: Annotated[str, typer.Argument(help="letters, digits, - and _")]
         directory.mkdir(mode=0o700)
     # Next to the default 8650, one port per existing profile, so a new profile can run beside the others.
     port = 8650 + len(profile_names())
-    paths.config_file.write_text(STARTER_CONFIG.format(name=name, env_file=paths.env_file, port=port))
+    paths.config_file.write_text(STARTER_CONFIG.format(name=name, env_file=paths.env_file, port=port,
+                                                       platforms=_starter_platforms()))
     typer.echo(f"Created profile {name} at {paths.home}\n"
                f"Edit {paths.config_file}, then run: herald --profile {name} run")

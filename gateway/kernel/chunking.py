@@ -5,15 +5,17 @@ Chunking works on text already in the platform's dialect, measured the way the p
 paragraph, line or word boundary where it can; a code block cut in two is closed at the end of one piece
 and reopened (same fence and language) at the start of the next, and a word boundary inside an inline
 span is not used, so each piece renders on its own: code spans, links (``[label](url)``, ``<url|label>``,
-``<url>``) and the dialect's emphasis (markdown's ``**bold**``/``_italic_``/``~~strike~~``, Slack's
-``*bold*``/``_italic_``/``~strike~``, Discord's ``||spoiler||`` too). Only a span that does not fit in a
-piece by itself is split, plainly, at a word inside it.
+``<url>``) and the dialect's emphasis (markdown's ``**bold**``/``_italic_``/``~~strike~~``; a platform's
+``Dialect`` names its own marks). Only a span that does not fit in a piece by itself is split, plainly, at a
+word inside it.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
 Measure = Callable[[str], int]
 
@@ -24,8 +26,8 @@ _FENCE = re.compile(r"^(\s*)(```|~~~)")
 _SPAN_MAX = 2048
 _LOOK_PAST = 2 * _SPAN_MAX
 _CODE_SPAN = re.compile(rf"`[^`\n]{{1,{_SPAN_MAX}}}`")
-# Links whatever the dialect: markdown's [label](url) (and images), Slack's <url|label>, <url>, <@U1>,
-# Discord's <@1>, <#2>, <:name:3>; a "<" before a space is a less-than sign.
+# Links whatever the dialect: markdown's [label](url) (and images), <url|label>, <url> and mentions such as
+# <@U1>, <#2>, <:name:3>; a "<" before a space is a less-than sign.
 _LINK = re.compile(rf"!?\[[^\[\]\n]{{0,{_SPAN_MAX}}}\]\([^()\s]{{0,{_SPAN_MAX}}}(?:\s[^()\n]{{0,{_SPAN_MAX}}})?\)"
                    rf"|<(?=[^\s<>])[^<>\n]{{0,{_SPAN_MAX}}}>")
 
@@ -37,12 +39,22 @@ def _emphasis(mark: str) -> str:
     return (rf"(?<![\w{edge}]){m}(?=[^\s{edge}]){inside}{{0,{_SPAN_MAX}}}(?<=[^\s{edge}]){m}(?![\w{edge}])")
 
 
-_MARKDOWN_EMPHASIS = [_emphasis("**"), _emphasis("__"), _emphasis("~~"), _emphasis("*"), _emphasis("_")]
-_EMPHASIS = {
-    "markdown": re.compile("|".join(_MARKDOWN_EMPHASIS)),
-    "discord": re.compile("|".join([_emphasis("||"), *_MARKDOWN_EMPHASIS])),
-    "slack_mrkdwn": re.compile("|".join([_emphasis("*"), _emphasis("_"), _emphasis("~")])),
-}
+@dataclass(frozen=True)
+class Dialect:
+    """A markup as chunking sees it (``Capabilities.dialect``): the marks that open and close an emphasis span,
+    a doubled mark before its single one (``**`` before ``*``). Each platform declares its own."""
+
+    name: str
+    emphasis: tuple[str, ...] = ()
+
+
+MARKDOWN = Dialect("markdown", ("**", "__", "~~", "*", "_"))
+PLAIN = Dialect("plain")
+
+
+@functools.lru_cache(maxsize=32)
+def _emphasis_pattern(marks: tuple[str, ...]) -> re.Pattern[str] | None:
+    return re.compile("|".join(_emphasis(mark) for mark in marks)) if marks else None
 
 
 def utf16_len(text: str) -> int:
@@ -66,20 +78,20 @@ def _piece(prefix: str, body: str, open_fence: str | None) -> tuple[str, str | N
     return piece, fence
 
 
-def _spans(line: str, dialect: str) -> list[tuple[int, int]]:
+def _spans(line: str, dialect: Dialect) -> list[tuple[int, int]]:
     """Where in ``line`` a piece must not end: code spans, links, the dialect's emphasis."""
     spans = [m.span() for m in _CODE_SPAN.finditer(line)]
     masked = line
     for start, end in spans:  # what is inside code is not markup
         masked = masked[:start] + "x" * (end - start) + masked[end:]
     spans += [m.span() for m in _LINK.finditer(masked)]
-    emphasis = _EMPHASIS.get(dialect)
+    emphasis = _emphasis_pattern(dialect.emphasis)
     if emphasis is not None:
         spans += [m.span() for m in emphasis.finditer(masked)]
     return spans
 
 
-def _boundary(rest: str, hard: int, dialect: str) -> int:
+def _boundary(rest: str, hard: int, dialect: Dialect) -> int:
     """Where to end a piece of ``rest`` whose longest fitting body is ``rest[:hard]``."""
     window = rest[:hard]
     split = window.rfind("\n\n")
@@ -110,8 +122,8 @@ def _boundary(rest: str, hard: int, dialect: str) -> int:
     return hard
 
 
-def chunk_text(text: str, limit: int, measure: Measure = len, dialect: str = "markdown") -> list[str]:
-    """Split ``text`` (in ``dialect``, as ``Capabilities.dialect`` names it) into pieces with
+def chunk_text(text: str, limit: int, measure: Measure = len, dialect: Dialect = MARKDOWN) -> list[str]:
+    """Split ``text`` (in ``dialect``, the adapter's ``Capabilities.dialect``) into pieces with
     ``measure(piece) <= limit`` each, losing nothing but the line breaks at a split."""
     if measure(text) <= limit:
         return [text]

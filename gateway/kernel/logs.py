@@ -7,10 +7,15 @@ a token in an exception message or in a URL logged by httpx is the usual way sec
 
 Usage::
 
+    declare(noisy_loggers=[...], secret_patterns=[...])  # what the platforms add (their SDKs, token shapes)
     configure_logging(paths.logs_dir, cfg.logging.level, secrets=[os.environ[n] for n in names])
     log = get_logger(__name__)
-    structlog.contextvars.bind_contextvars(session_key=key, platform="telegram", turn_id=tid)
+    structlog.contextvars.bind_contextvars(session_key=key, platform=source.platform, turn_id=tid)
     log.info("turn.started", chars=len(text))
+
+The kernel knows the shapes of credentials in general (API keys, bearer tokens, URLs' user info, JWTs, ...);
+the platforms' own (bot tokens) and their SDKs' chatty loggers are handed in through ``declare`` by whoever
+composes the process (the CLI, the runner), from each platform's declaration.
 """
 
 from __future__ import annotations
@@ -29,8 +34,8 @@ from urllib.parse import quote
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
-__all__ = ["REDACTED", "add_secret", "close_logging", "configure_logging", "get_logger", "hold_stderr", "redact",
-           "release_stderr"]
+__all__ = ["REDACTED", "add_secret", "close_logging", "configure_logging", "declare", "get_logger", "hold_stderr",
+           "redact", "release_stderr"]
 
 REDACTED = "[REDACTED]"
 LOG_FILE_NAME = "herald.log"
@@ -50,25 +55,22 @@ _LEVELS = {
     "error": logging.ERROR,
 }
 
-# Libraries that narrate every request at INFO/DEBUG. httpx in particular logs full URLs, which for
-# Telegram contain the bot token; redaction covers that, but the volume is noise either way.
+# Libraries that narrate every request at INFO/DEBUG (the platforms' SDKs are added by ``declare``). httpx in
+# particular logs full URLs, which may carry a bot token in their path; redaction covers that, but the volume
+# is noise either way.
 _NOISY_LOGGERS = (
     "aiohttp.access",
     "aiosqlite",
     "apscheduler",
     "asyncio",
-    "discord",
     "hpack",
     "httpcore",
     "httpcore2",  # the openai SDK's own copy of httpx: one INFO line per model call otherwise
     "httpx",
     "httpx2",
     "openai",
-    "slack_bolt",
-    "slack_sdk",
     "sqlalchemy.engine",
     "sqlalchemy.pool",
-    "telegram",
     "urllib3",
     "websockets",
 )
@@ -76,25 +78,17 @@ _NOISY_LOGGERS = (
 # Every alternative is anchored to the start of a word or run: "task-..." is not an API key, and a long
 # base64 blob would be rescanned from every offset (quadratic). Possessive quantifiers stop
 # backtracking inside a run that then fails to match. Together that keeps redact() linear in the length
-# of its input (tests/kernel/test_logs.py times it on long adversarial strings).
+# of its input (tests/kernel/test_logs.py times it on long adversarial strings). Patterns handed to
+# ``declare`` must keep to the same rules.
 _PATTERNS = (
     # OpenAI-style API keys (sk-..., sk-proj-...).
     r"\bsk-[A-Za-z0-9_-]{16,}+",
-    # Telegram bot tokens "<bot id>:<secret>", also inside https://api.telegram.org/bot<token>/method.
-    # Real ones have 35 characters after the colon; test and self-hosted servers' can be shorter, so 20
-    # is the floor. The id must start a word (or follow "bot"): "sha256:<hex>" is a digest, not a token.
-    # The secret part must hold an upper-case letter or a digit, as random base64 always does, so that
-    # "12345:some_function_name_here" is left alone; times (12:30:45) and IPv6 groups are too short.
-    r"(?:(?<![A-Za-z0-9])|(?<=bot))\d{3,}+:(?=[a-z_-]*+[A-Z0-9])[A-Za-z0-9_-]{20,}+",
-    # Slack bot/user/app-level tokens.
-    r"\bxox[abposr]-[A-Za-z0-9-]{10,}+",
-    r"\bxapp-[A-Za-z0-9-]{10,}+",
     # GitHub personal/OAuth/app tokens (ghp_, gho_, ghu_, ghs_, ghr_) and fine-grained PATs.
     r"\bgh[pousr]_[A-Za-z0-9]{20,}+",
     r"\bgithub_pat_[A-Za-z0-9_]{20,}+",
     # AWS access key ids (long-term AKIA, temporary ASIA).
     r"\b(?:AKIA|ASIA)[A-Z0-9]{16}+(?![A-Za-z0-9])",
-    # Discord bot tokens (and JWTs, which share the shape): three base64url parts joined by dots.
+    # JWTs, and bot tokens of their shape: three base64url parts joined by dots.
     r"(?<![A-Za-z0-9_.-])[A-Za-z0-9_-]{20,}+\.[A-Za-z0-9_-]{5,}+\.[A-Za-z0-9_-]{20,}+",
 )
 # Kept apart so the scheme word survives: "Authorization: Bearer [REDACTED]" still says what it was.
@@ -128,14 +122,27 @@ class _Redactor:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._secrets: frozenset[str] = frozenset()
+        self._patterns: tuple[str, ...] = _PATTERNS
         self._min_len = _MIN_PATTERN_LEN
-        self._regex = self._compile(self._secrets)
+        self._regex = self._compile(self._secrets, self._patterns)
 
     @staticmethod
-    def _compile(secrets: frozenset[str]) -> re.Pattern[str]:
+    def _compile(secrets: frozenset[str], patterns: tuple[str, ...]) -> re.Pattern[str]:
         # Longest first, so a secret that contains another is masked whole, not half.
         literals = [re.escape(s) for s in sorted(secrets, key=len, reverse=True)]
-        return re.compile("|".join([*literals, _BEARER, _URL_USERINFO, _KEY_VALUE, *_PATTERNS]))
+        return re.compile("|".join([*literals, _BEARER, _URL_USERINFO, _KEY_VALUE, *patterns]))
+
+    def add_patterns(self, patterns: Iterable[str]) -> None:
+        with self._lock:
+            new = tuple(p for p in dict.fromkeys(patterns) if p not in self._patterns)
+            if not new:
+                return
+            for pattern in new:
+                # Checked alone: a group name or a bad escape would otherwise break every later redaction.
+                if re.compile(pattern).groupindex:
+                    raise ValueError(f"a secret pattern may not name groups: {pattern!r}")
+            self._regex = self._compile(self._secrets, self._patterns + new)
+            self._patterns += new
 
     def add(self, values: Iterable[str | None]) -> None:
         new: set[str] = set()
@@ -154,7 +161,7 @@ class _Redactor:
             if new <= self._secrets:
                 return
             secrets = self._secrets | new
-            self._regex = self._compile(secrets)
+            self._regex = self._compile(secrets, self._patterns)
             self._secrets = secrets
             self._min_len = min(_MIN_PATTERN_LEN, *(len(s) for s in secrets))
 
@@ -413,6 +420,33 @@ def _configure_structlog() -> None:
     )
 
 
+class _Noisy:
+    def __init__(self) -> None:
+        self.declared: dict[str, None] = {}  # the platforms' loggers, in the order declared
+        self.level: int | None = None  # the root level configure_logging() set last
+
+
+_noisy = _Noisy()
+
+
+def _quiet(names: Iterable[str], numeric: int) -> None:
+    for name in names:
+        # At debug the operator asked for detail, so libraries inherit the root level again.
+        logging.getLogger(name).setLevel(logging.WARNING if numeric > logging.DEBUG else logging.NOTSET)
+
+
+def declare(noisy_loggers: Iterable[str] = (), secret_patterns: Iterable[str] = ()) -> None:
+    """What the platforms bring (each declares its own; the CLI and the runner hand them in): their SDKs'
+    loggers, quieted like the libraries' above, and regular expressions of their credentials' shapes, masked
+    from then on like the built-in ones. Safe to call again: what was declared stays."""
+    _redactor.add_patterns(secret_patterns)
+    with _configure_lock:
+        new = [name for name in noisy_loggers if name not in _noisy.declared]
+        _noisy.declared.update(dict.fromkeys(new))
+        if _noisy.level is not None:
+            _quiet(new, _noisy.level)
+
+
 def configure_logging(
     logs_dir: Path,
     level: str = "info",
@@ -471,9 +505,8 @@ def configure_logging(
             setattr(handler, _OWNED_ATTR, True)
             root.addHandler(handler)
         root.setLevel(numeric)
-        for name in _NOISY_LOGGERS:
-            # At debug the operator asked for detail, so libraries inherit the root level again.
-            logging.getLogger(name).setLevel(logging.WARNING if numeric > logging.DEBUG else logging.NOTSET)
+        _noisy.level = numeric
+        _quiet([*_NOISY_LOGGERS, *_noisy.declared], numeric)
 
 
 def close_logging() -> None:

@@ -99,12 +99,15 @@ class Doctor:
         return [self._permissions(), self._disk()]
 
     def _permissions(self) -> Check:
+        from gateway.platforms import home_files
+
         home = self.paths.home
         if not home.exists():
             return Check("home", "ok", f"{home} will be created 0700 at the first start")
         uid = os.getuid()
         loose, foreign = [], []
-        for path in [home, *(home / n for n in ("state.db", "web_token", ".env", "config.yaml", "logs"))]:
+        names = ("state.db", *(name for _, name in home_files()), ".env", "config.yaml", "logs")
+        for path in [home, *(home / n for n in names)]:
             try:
                 st = path.stat()
             except FileNotFoundError:

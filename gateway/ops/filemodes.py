@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from gateway.config import Paths
+from gateway.platforms import home_files
 
 __all__ = ["PRIVATE_UMASK", "secure_home"]
 
@@ -27,9 +28,9 @@ __all__ = ["PRIVATE_UMASK", "secure_home"]
 # what they create is owner-only unless a command says otherwise (chmod), which is the safe default.
 PRIVATE_UMASK = 0o077
 
-# Files in the home that are Herald's own (state, secrets, config that may reveal ids).
-_FILES = ("state.db", "state.db-wal", "state.db-shm", "state.db-journal", "web_token", ".env", "config.yaml",
-          "herald.pid")
+# Files in the home that are Herald's own (state, secrets, config that may reveal ids); the platforms' own
+# (tokens) come from their declarations.
+_FILES = ("state.db", "state.db-wal", "state.db-shm", "state.db-journal", ".env", "config.yaml", "herald.pid")
 # Folders whose whole content is Herald's: every folder 0700, every file 0600.
 _TREES = ("logs", "media")
 # Folders that are the agent's to fill: the folder itself is closed, what is in it is left alone.
@@ -52,7 +53,7 @@ def secure_home(paths: Paths, database_url: str | None = None) -> list[str]:
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     for directory in [*owned_dirs, home]:
         _tighten(directory, changed)
-    for name in _FILES:
+    for name in (*_FILES, *(name for _, name in home_files())):
         _tighten(home / name, changed)
     for name in _TREES:
         for path in _walk(home / name):

@@ -1,4 +1,7 @@
-"""The daemon's http app: health, readiness, metrics, the web chat page, and adapters' routes."""
+"""The daemon's http app: health, readiness, metrics, the icon, and adapters' routes (their pages and APIs).
+
+Everything under ``/api/`` needs an adapter's word that the request is its owner's (``authorizes``: the bearer
+token of a platform that declares ``guards_api``); without such an adapter enabled, the API is closed."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from aiohttp import web
 
 from gateway.config import Config
 from gateway.kernel.faults import WAIT_WHILE_UNAVAILABLE, Unavailable
+from gateway.platforms import PLATFORMS
 from gateway.platforms.base import PlatformAdapter
 
 log = structlog.get_logger("herald.http")
@@ -99,7 +103,6 @@ class HttpServer:
         app = web.Application(middlewares=[self._auth_middleware, errors_middleware(self.runner.faults)],
                               client_max_size=2 * 1024**2)
         app.add_routes([
-            web.get("/", self._index),
             # Browsers ask for /favicon.ico on every load whatever the page links; both get the same icon.
             web.get("/favicon.svg", self._favicon),
             web.get("/favicon.ico", self._favicon),
@@ -111,15 +114,17 @@ class HttpServer:
         app.add_routes(self._extra_routes)
         for adapter in self.runner.adapters.values():
             app.add_routes(adapter.http_routes())
+        for name, declared in PLATFORMS.items():
+            if declared.page and name not in self.runner.adapters:  # its address says why nothing is there
+                app.add_routes([web.get(declared.page, _disabled(declared.label, name))])
         return app
 
     @web.middleware
     async def _auth_middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        if request.path.startswith("/api/"):
-            web_adapter = self.runner.adapters.get("web")
-            if web_adapter is None or not web_adapter.authorized(request):  # type: ignore[attr-defined]
-                return web.json_response({"error": "missing or wrong bearer token"}, status=401,
-                                         headers={"WWW-Authenticate": "Bearer"})
+        adapters = self.runner.adapters.values()
+        if request.path.startswith("/api/") and not any(adapter.authorizes(request) for adapter in adapters):
+            return web.json_response({"error": "missing or wrong bearer token"}, status=401,
+                                     headers={"WWW-Authenticate": "Bearer"})
         return await handler(request)
 
     async def start(self) -> None:
@@ -134,12 +139,6 @@ class HttpServer:
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
-
-    async def _index(self, request: web.Request) -> web.Response:
-        if "web" not in self.runner.adapters:
-            return web.Response(status=404, text="The web chat is disabled (platforms.web.enabled).")
-        page = resources.files("gateway.ops").joinpath("static/index.html").read_text()
-        return web.Response(text=page, content_type="text/html", headers={"Cache-Control": "no-store"})
 
     async def _favicon(self, request: web.Request) -> web.Response:
         icon = resources.files("gateway.ops").joinpath("static/favicon.svg").read_bytes()
@@ -168,3 +167,10 @@ class HttpServer:
         from gateway.kernel.metrics import CONTENT_TYPE
 
         return web.Response(body=self.runner.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+
+
+def _disabled(label: str, name: str) -> Any:
+    async def page(request: web.Request) -> web.Response:
+        return web.Response(status=404, text=f"The {label} is disabled (platforms.{name}.enabled).")
+
+    return page

@@ -68,9 +68,12 @@ class Unit:
             env.append(f"Environment=HERALD_PROFILE={profile}")
         exec_start = f'"{self.exec_start}"' if any(c.isspace() for c in self.exec_start) else self.exec_start
         if self.kind == "system":
+            from gateway.platforms import home_files
+
+            state = ", ".join(["config.yaml", ".env", "state.db", "logs/", *(name for _, name in home_files())])
             return _SYSTEM.format(title=title, run_as=self.run_as, exec_start=exec_start, env="\n".join(env),
                                   watchdog=WATCHDOG_SEC, ping=WATCHDOG_SEC // 3,
-                                  start_timeout=START_TIMEOUT_SEC)
+                                  start_timeout=START_TIMEOUT_SEC, state=state)
         return _USER.format(title=title, exec_start=exec_start, env="\n".join(env), watchdog=WATCHDOG_SEC,
                             ping=WATCHDOG_SEC // 3, start_timeout=START_TIMEOUT_SEC)
 
@@ -100,7 +103,7 @@ KillMode=mixed"""
 _SYSTEM = """\
 # Herald messaging gateway — systemd unit (written by `herald service install`). Installation: deploy/README.md.
 #
-# State (config.yaml, .env, state.db, logs/, web_token) lives in /var/lib/herald, created by
+# State ({state}) lives in /var/lib/herald, created by
 # StateDirectory= and owned by the `herald` user. Secrets go in /etc/herald/herald.env or
 # /var/lib/herald/.env, never in config.yaml.
 

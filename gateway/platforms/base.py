@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import contextlib
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -30,14 +29,19 @@ from typing import Any, Literal, Protocol
 
 import structlog
 
+from gateway.kernel.chunking import MARKDOWN
+from gateway.kernel.chunking import Dialect as Dialect  # adapters declare theirs from the contract
 from gateway.kernel.faults import Unavailable as Unavailable  # adapters catch it from the contract
 from gateway.kernel.health import kind_of
 from gateway.kernel.logs import redact
+from gateway.platforms.files import FileUnavailable as FileUnavailable  # the contract's too, kept in files.py
+from gateway.platforms.files import TooBig as TooBig
+from gateway.platforms.files import file_ref as file_ref
+from gateway.platforms.files import save_stream as save_stream
 
 log = structlog.get_logger("herald.platforms")
 
 ChatType = Literal["dm", "group", "channel"]
-Dialect = Literal["markdown", "slack_mrkdwn", "discord", "plain"]
 ButtonStyle = Literal["default", "primary", "danger"]
 
 
@@ -155,12 +159,6 @@ class InboundMessage:
         )
 
 
-def file_ref(name: str, kind: str = "file", size: int | None = None, **platform: Any) -> dict[str, Any]:
-    """One entry of ``InboundMessage.pending["files"]``: what the gateway says about the file (its name, what
-    it is, its declared size) and whatever the adapter needs to fetch it (a URL, a file id)."""
-    return {"name": name, "kind": kind, "size": size, **platform}
-
-
 @dataclass(slots=True)
 class Prepared:
     """What ``PlatformAdapter.prepare`` made of a message's pending work."""
@@ -171,16 +169,6 @@ class Prepared:
     # The message turned out not to be for the agent after all (a thread the bot is not in): why, for the
     # log. The gateway closes its inbox row without a turn.
     drop: str | None = None
-
-
-class FileUnavailable(Exception):
-    """A file that cannot be had; ``str()`` says why in words a user understands ("bigger than the 20 MB
-    limit")."""
-
-
-class TooBig(FileUnavailable):
-    def __init__(self, cap_mb: float) -> None:
-        super().__init__(f"bigger than the {cap_mb:g} MB limit")
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +203,7 @@ class ButtonPress:
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     max_message_length: int = 4000
-    dialect: Dialect = "markdown"
+    dialect: Dialect = MARKDOWN  # the markup ``render`` writes, as chunking needs to know it
     buttons: bool = False
     edits: bool = False
     threads: bool = False
@@ -376,10 +364,35 @@ class AdapterContext:
     faults: FaultSink = NO_FAULTS  # where the adapter counts what it met (bad input, platform faults)
 
 
+class Outbound:
+    """An adapter's sending part (its outbound.py): the adapter's ``render``, ``measure``, ``send``, ``edit`` and
+    ``typing`` go to its ``outbound``. These defaults are the contract's: markdown as it is, characters, no
+    edits, no typing indicator; ``typing`` only schedules one (it returns at once)."""
+
+    def render(self, markdown: str) -> str:
+        return markdown
+
+    def measure(self, text: str) -> int:
+        return len(text)
+
+    async def send(self, chat_id: str, text: str, message: OutboundMessage, *,
+                   idempotency_key: str | None = None) -> list[str]:
+        raise NotImplementedError("an adapter sends through its outbound part, or overrides send")
+
+    async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None = None,
+                   *, thread_id: str | None = None) -> None:
+        raise PermanentError("this platform cannot edit messages")
+
+    def typing(self, chat_id: str, thread_id: str | None = None) -> None:
+        return None
+
+
 class PlatformAdapter(abc.ABC):
     """start / stop / send / edit / typing / render / measure, plus ``accept`` and ``press`` inbound."""
 
     name: str = "base"
+    # Where send, edit, typing, render and measure go unless the adapter overrides them.
+    outbound: Outbound = Outbound()
     capabilities: Capabilities = Capabilities()
     # One line for the system prompt: how replies will be shown on this platform.
     prompt_hint: str = ""
@@ -454,20 +467,35 @@ class PlatformAdapter(abc.ABC):
         await asyncio.Event().wait()
 
     def http_routes(self) -> list[Any]:
-        """aiohttp route definitions this adapter serves on the daemon's http app (web API, webhooks)."""
+        """aiohttp route definitions this adapter serves on the daemon's http app (web API, webhooks, its page)."""
         return []
 
-    # ---- outbound ----------------------------------------------------------------------------
+    def authorizes(self, request: Any) -> bool:
+        """Whether ``request`` to the daemon's HTTP API (``/api/``) carries this adapter's owner credential; only
+        a platform that declares ``guards_api`` has one. The API is closed unless an adapter says yes."""
+        return False
+
+    @classmethod
+    def page_credential(cls, config: Any, home: Path) -> tuple[str, str] | None:
+        """For a platform that declares a ``page``: what lets its owner in, as (name, value) for the address's
+        fragment, made if need be (``herald <name>-url``). Raise ``RuntimeError`` saying why it cannot be had."""
+        return None
+
+    def announce(self, url: str, interactive: bool) -> str | None:
+        """The line ``herald run`` prints once the daemon is up, if this platform has one (how to reach it; ``url``
+        is the daemon's http address; ``interactive``: stdout is a terminal, where a secret may be shown)."""
+        return None
+
+    # ---- outbound: to ``self.outbound`` unless the adapter says otherwise ---------------------------
 
     def render(self, markdown: str) -> str:
         """The agent's markdown in this platform's dialect. Delivery chunks what this returns."""
-        return markdown
+        return self.outbound.render(markdown)
 
     def measure(self, text: str) -> int:
         """The length of rendered text as the platform counts it against ``max_message_length``."""
-        return len(text)
+        return self.outbound.measure(text)
 
-    @abc.abstractmethod
     async def send(self, chat_id: str, text: str, message: OutboundMessage, *,
                    idempotency_key: str | None = None) -> list[str]:
         """Send one rendered chunk; return every platform message id it created (usually one).
@@ -475,15 +503,16 @@ class PlatformAdapter(abc.ABC):
         ``idempotency_key`` is the same when the same chunk is sent again (after a crash): an adapter
         whose platform can de-duplicate with it says so in ``capabilities.idempotent_send``.
         """
+        return await self.outbound.send(chat_id, text, message, idempotency_key=idempotency_key)
 
     async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None = None,
                    *, thread_id: str | None = None) -> None:
         """Replace a message's text (rendered, one chunk) and/or buttons; ``thread_id`` where the platform
         addresses a thread's messages through it."""
-        raise PermanentError(f"{self.name} cannot edit messages")
+        await self.outbound.edit(chat_id, message_id, text, buttons, thread_id=thread_id)
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
-        return None
+        self.outbound.typing(chat_id, thread_id)
 
     async def answer_press(self, press: ButtonPress, notice: str | None) -> bool:
         """Show ``notice`` to whoever pressed (ephemeral where the platform has it). Called once per press.
@@ -558,24 +587,3 @@ class PlatformAdapter(abc.ABC):
 
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-async def save_stream(chunks: Any, target: Path, cap: int, cap_mb: float) -> None:
-    """Write an async iterator of byte chunks to ``target``, refusing (``TooBig``) as soon as it passes ``cap``
-    bytes — whatever size the platform declared — and never leaving a partial file under the final name."""
-    body = bytearray()
-    async for chunk in chunks:
-        body += chunk
-        if len(body) > cap:
-            raise TooBig(cap_mb)
-    await asyncio.to_thread(_write, target, bytes(body))
-
-
-def _write(target: Path, data: bytes) -> None:
-    partial = target.with_name(target.name + ".part")
-    try:
-        partial.write_bytes(data)
-        os.replace(partial, target)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            partial.unlink()

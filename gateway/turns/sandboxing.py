@@ -47,8 +47,10 @@ CREDENTIAL_PATHS = (".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker/config
 
 def herald_hidden(cfg: Config, paths: Paths) -> list[Path]:
     """Herald's own files: never visible, and the workspace may not lie inside them."""
-    hidden = [herald_base(), paths.home, paths.env_file, paths.web_token_file, paths.media_dir, paths.logs_dir,
-              paths.backups_dir, paths.config_file, paths.db_file, lock_dir().parent]
+    from gateway.platforms import home_files
+
+    hidden = [herald_base(), paths.home, paths.env_file, *(paths.home / name for _, name in home_files()),
+              paths.media_dir, paths.logs_dir, paths.backups_dir, paths.config_file, paths.db_file, lock_dir().parent]
     db = _sqlite_file(cfg.database.url)
     if db is not None:
         hidden += [db, *(db.with_name(db.name + suffix) for suffix in ("-wal", "-shm", "-journal"))]

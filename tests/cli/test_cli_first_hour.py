@@ -41,8 +41,8 @@ def test_help_names_the_registered_platforms_and_the_exit_codes(home: Path) -> N
     code, out = invoke("--help")
     assert code == 0
     text = " ".join(out.split())
-    for name in PLATFORMS:
-        assert ("web chat" if name == "web" else name.capitalize()) in text
+    for declared in PLATFORMS.values():
+        assert declared.label in text
     for missing in ("Discord", "Slack"):  # named only once they are in the registry
         assert (missing.lower() in PLATFORMS) == (missing in text)
     assert "Exit status: 0 done; 1 " in text and "2 the command line or the configuration is wrong" in text

@@ -36,6 +36,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.base import PlatformFake
 from tests.fakes.discord_gateway import APP_ID, BOT_ID, GUILD, FakeGateway, Session
 from tests.fakes.loop_thread import ServedInThread
 
@@ -113,11 +114,13 @@ class Fault:
     retry_after: float = 1.0
 
 
-class FakeDiscord(FakeGateway):
+class FakeDiscord(PlatformFake[Sent], FakeGateway):
+    client_max_size = 64 * 1024**2
+
     def __init__(self, host: str = "127.0.0.1", port: int = 0, heartbeat_ms: int = 41_250) -> None:
+        super().__init__(host, port)
         bot_b64 = base64.urlsafe_b64encode(str(BOT_ID).encode()).decode().rstrip("=")
         self.token = f"{bot_b64}.{secrets.token_urlsafe(4)}.{secrets.token_urlsafe(27)}"
-        self.host, self.port = host, port
         self.heartbeat_ms = heartbeat_ms
         self._ids = itertools.count(1)
         self.users: dict[int, dict[str, Any]] = {BOT_ID: self._user(BOT_ID, BOT_NAME, bot=True)}
@@ -125,7 +128,6 @@ class FakeDiscord(FakeGateway):
         self.history: dict[int, list[dict[str, Any]]] = {}
         self.member_roles: dict[int, list[int]] = {}  # user -> roles in GUILD
         self.forbidden: set[int] = set()  # channels where the bot may not post
-        self.sent: list[Sent] = []
         self.by_id: dict[int, Sent] = {}
         self.interactions: dict[int, Interaction] = {}
         self.sessions: dict[str, Session] = {}
@@ -142,15 +144,9 @@ class FakeDiscord(FakeGateway):
         self.delays: list[tuple[str, str, float]] = []  # (method, path part, seconds): slow REST answers
         self.refusing_until = 0.0
         self.on_send: Callable[[Sent], None] | None = None  # called with every message the bot makes
-        self._changed = asyncio.Event()
-        self._runner: web.AppRunner | None = None
         self._add_guild()
 
     # ---- lifecycle -------------------------------------------------------------------------------
-
-    @property
-    def root(self) -> str:
-        return f"http://{self.host}:{self.port}"
 
     @property
     def api_url(self) -> str:
@@ -160,25 +156,19 @@ class FakeDiscord(FakeGateway):
     def gateway_url(self) -> str:
         return f"ws://{self.host}:{self.port}/gateway"
 
+    def routes(self) -> list[web.AbstractRouteDef]:
+        return [web.get("/gateway", self._gateway), web.get("/attachments/{name}", self._attachment),
+                web.route("*", "/api/v10/{path:.+}", self._api)]
+
     async def start(self) -> str:
-        app = web.Application(client_max_size=64 * 1024**2)
-        app.add_routes([web.get("/gateway", self._gateway), web.get("/attachments/{name}", self._attachment),
-                        web.route("*", "/api/v10/{path:.+}", self._api)])
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
-        await site.start()
-        if self.port == 0:
-            self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        await self.serve()
         return self.api_url
 
     async def stop(self) -> None:
         for session in self.sessions.values():
             if session.ws is not None:
                 await session.ws.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await self.close()
 
     # ---- the world: users, the server, its channels -------------------------------------------------
 
@@ -607,17 +597,9 @@ class FakeDiscord(FakeGateway):
     def sent_in(self, channel_id: int) -> list[Sent]:
         return [m for m in self.sent if m.channel_id == channel_id]
 
-    async def wait_sent(self, predicate: Callable[[list[Sent]], bool], timeout: float = 10.0) -> list[Sent]:
-        async def loop() -> list[Sent]:
-            while not predicate(self.sent):
-                self._changed.clear()
-                await self._changed.wait()
-            return self.sent
-
-        try:
-            return await asyncio.wait_for(loop(), timeout)
-        except TimeoutError:
-            raise AssertionError(f"timed out; sent so far: {[m.content[:80] for m in self.sent]!r}") from None
+    @staticmethod
+    def shown(message: Sent) -> str:
+        return message.content[:80]
 
 
 class FakeDiscordThread(ServedInThread):
@@ -630,11 +612,3 @@ class FakeDiscordThread(ServedInThread):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(FakeDiscord(**kwargs))
-
-    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        assert self._loop is not None
-
-        async def run() -> Any:
-            return fn(self.fake, *args, **kwargs)
-
-        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(10)

@@ -30,6 +30,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.base import HttpFake
 from tests.fakes.loop_thread import ServedInThread
 
 # ---------------------------------------------------------------------------------------------- steps
@@ -213,9 +214,14 @@ def directive_responder(request: dict[str, Any]) -> Step:
 # ---------------------------------------------------------------------------------------------- server
 
 
-class FakeLLM:
+class FakeLLM(HttpFake):
+    client_max_size = 64 * 1024 * 1024
+    # A client that gives up on a Hang must not keep a handler sleeping; stop() stays quick with hung requests.
+    runner_options = {"handler_cancellation": True, "shutdown_timeout": 0.2}
+
     def __init__(self, model: str = "fake-model", api_key: str | None = None, host: str = "127.0.0.1",
                  public_models: bool = False):
+        super().__init__(host)
         self.model = model
         # When set, requests without ``Authorization: Bearer <api_key>`` get a 401.
         self.api_key = api_key
@@ -223,7 +229,6 @@ class FakeLLM:
         self.public_models = public_models
         # When set, GET /models gives it as the model's ``context_length`` (as OpenRouter does).
         self.context_length: int | None = None
-        self.host = host
         self.responder: Callable[[dict[str, Any]], Step] = directive_responder
         self.requests: list[dict[str, Any]] = []
         self.auth_headers: list[str | None] = []
@@ -232,7 +237,6 @@ class FakeLLM:
         self._steps: collections.deque[Step] = collections.deque()
         self.outages: list[Outage] = []
         self._ids = itertools.count(1)
-        self._runner: web.AppRunner | None = None
         self.base_url = ""
 
     def script(self, *steps: Step) -> None:
@@ -257,24 +261,17 @@ class FakeLLM:
         self.auth_headers.clear()
         self.responder = directive_responder
 
+    def routes(self) -> list[web.AbstractRouteDef]:
+        return [web.post("/v1/chat/completions", self._chat), web.get("/v1/models", self._models)]
+
     async def start(self) -> str:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_post("/v1/chat/completions", self._chat)
-        app.router.add_get("/v1/models", self._models)
-        # handler_cancellation: a client that gives up on a Hang must not keep a handler sleeping;
-        # a short shutdown_timeout keeps stop() quick even with hung requests in flight.
-        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=0.2)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, 0)
-        await site.start()
-        port = self._runner.addresses[0][1]
-        self.base_url = f"http://{self.host}:{port}/v1"
+        self.port = 0  # a new port at each start
+        await self.serve()
+        self.base_url = f"{self.root}/v1"
         return self.base_url
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await self.close()
 
     async def __aenter__(self) -> FakeLLM:
         await self.start()

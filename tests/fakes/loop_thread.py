@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from typing import Any
 
 
@@ -43,6 +44,16 @@ class ServedInThread:
         if failure:
             raise failure[0]
         return result[0]
+
+    def call(self, fn: Callable[..., Any], *args: Any, timeout: float = 10, **kwargs: Any) -> Any:
+        """``fn(fake, *args)`` run on the fake's loop (a coroutine it returns is awaited there); its result."""
+        assert self._loop is not None
+
+        async def run() -> Any:
+            result = fn(self.fake, *args, **kwargs)
+            return await result if asyncio.iscoroutine(result) else result
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout)
 
     def stop(self) -> None:
         if self._loop is not None and self._thread is not None:

@@ -37,6 +37,7 @@ from typing import Any
 
 from aiohttp import ClientSession, WSMsgType, web
 
+from tests.fakes.base import PlatformFake
 from tests.fakes.loop_thread import ServedInThread
 
 TEAM = "T0HERALD"
@@ -89,14 +90,14 @@ class Fault:
     retry_after: int = 1
 
 
-class FakeSlack:
+class FakeSlack(PlatformFake[SlackMessage]):
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
-        self.host, self.port = host, port
+        super().__init__(host, port)
         self.bot_token = f"xoxb-{secrets.token_hex(8)}"
         self.app_token = f"xapp-{secrets.token_hex(8)}"
         self.signing_secret = secrets.token_hex(16)
         self._ts = itertools.count(1)
-        self.sent: list[SlackMessage] = []  # the bot's messages, ephemeral ones included
+        # self.sent (PlatformFake's): the bot's messages, ephemeral ones included
         self.by_ts: dict[tuple[str, str], SlackMessage] = {}
         self.history: dict[tuple[str, str], list[SlackMessage]] = {}  # (channel, thread root) -> messages
         self.reactions: set[tuple[str, str, str]] = set()  # (channel, ts, name) standing now
@@ -117,33 +118,23 @@ class FakeSlack:
         self.acked_at: dict[str, float] = {}  # envelope_id -> its ack
         self.ack_payloads: dict[str, Any] = {}
         self.on_send: Callable[[SlackMessage], None] | None = None
-        self._changed = asyncio.Event()
         self._connected = asyncio.Event()
-        self._runner: web.AppRunner | None = None
         self.http: ClientSession | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------------
-
-    @property
-    def root(self) -> str:
-        return f"http://{self.host}:{self.port}"
 
     @property
     def api_url(self) -> str:
         """What goes into ``platforms.slack.api_base_url`` (slack_sdk appends the method name)."""
         return f"{self.root}/api/"
 
+    def routes(self) -> list[web.AbstractRouteDef]:
+        return [web.post("/api/{method}", self._api), web.get("/api/{method}", self._api),
+                web.get("/link", self._link), web.get("/files/{file_id}/{name}", self._file),
+                web.post("/response/{rid}", self._response_url)]
+
     async def start(self) -> str:
-        app = web.Application(client_max_size=10 * 1024**2)
-        app.add_routes([web.post("/api/{method}", self._api), web.get("/api/{method}", self._api),
-                        web.get("/link", self._link), web.get("/files/{file_id}/{name}", self._file),
-                        web.post("/response/{rid}", self._response_url)])
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
-        await site.start()
-        if self.port == 0:
-            self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        await self.serve()
         self.http = ClientSession()
         return self.api_url
 
@@ -151,9 +142,7 @@ class FakeSlack:
         await self.drop()
         if self.http is not None:
             await self.http.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await self.close()
 
     # ---- what users do ---------------------------------------------------------------------------
 
@@ -330,19 +319,6 @@ class FakeSlack:
 
     def texts(self, channel: str | None = None) -> list[str]:
         return [m.text for m in self.sent if channel is None or m.channel == channel]
-
-    async def wait_sent(self, predicate: Callable[[list[SlackMessage]], bool], timeout: float = 10.0
-                        ) -> list[SlackMessage]:
-        async def loop() -> list[SlackMessage]:
-            while not predicate(self.sent):
-                self._changed.clear()
-                await self._changed.wait()
-            return self.sent
-
-        try:
-            return await asyncio.wait_for(loop(), timeout)
-        except TimeoutError:
-            raise AssertionError(f"timed out; sent so far: {[m.text[:80] for m in self.sent]!r}") from None
 
     # ---- the Web API -----------------------------------------------------------------------------
 
@@ -557,12 +533,3 @@ class FakeSlackThread(ServedInThread):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(FakeSlack(**kwargs))
-
-    def call(self, fn: Callable[..., Any], *args: Any, timeout: float = 10, **kwargs: Any) -> Any:
-        assert self._loop is not None
-
-        async def run() -> Any:
-            result = fn(self.fake, *args, **kwargs)
-            return await result if asyncio.iscoroutine(result) else result
-
-        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout)

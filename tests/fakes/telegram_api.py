@@ -34,6 +34,7 @@ from typing import Any
 
 from aiohttp import ClientSession, web
 
+from tests.fakes.base import PlatformFake
 from tests.fakes.loop_thread import ServedInThread
 
 BOT_ID = 900_000_001
@@ -96,11 +97,12 @@ class Fault:
     seen: int = 0
 
 
-class FakeTelegram:
+class FakeTelegram(PlatformFake[SentMessage]):
+    runner_options = {**PlatformFake.runner_options, "handler_cancellation": True}  # long polls
+
     def __init__(self, token: str | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__(host, port)
         self.token = token or f"{secrets.randbelow(10**9)}:{secrets.token_urlsafe(24)}"
-        self.host = host
-        self.port = port
         self.updates: list[dict[str, Any]] = []  # not yet confirmed, ordered by update_id
         self.confirmed_offset = 0
         self.handed_out: dict[int, float] = {}  # update_id -> first getUpdates answer that carried it
@@ -108,7 +110,6 @@ class FakeTelegram:
         self._update_ids = itertools.count(1)
         self._message_ids: dict[int, itertools.count[int]] = {}
         self._new_update = asyncio.Condition()
-        self.sent: list[SentMessage] = []
         self.by_id: dict[tuple[int, int], SentMessage] = {}
         self.chat_actions: list[tuple[int, str, int | None]] = []
         self.callback_answers: list[dict[str, Any]] = []
@@ -125,36 +126,21 @@ class FakeTelegram:
         self.blocked: set[int] = set()
         self.on_send: Callable[[SentMessage], None] | None = None
         self._closing = False
-        self._changed = asyncio.Event()
-        self._runner: web.AppRunner | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------------
-
-    @property
-    def root(self) -> str:
-        return f"http://{self.host}:{self.port}"
 
     @property
     def base_url(self) -> str:
         """What goes into ``platforms.telegram.base_url``: PTB appends the token."""
         return f"{self.root}/bot"
 
+    def routes(self) -> list[web.AbstractRouteDef]:
+        return [web.route("*", "/bot{token}/{method}", self._api), web.get("/file/bot{token}/{path:.+}", self._file)]
+
     async def start(self) -> str:
-        app = web.Application(client_max_size=10 * 1024**2)
-        app.add_routes([
-            web.route("*", "/bot{token}/{method}", self._api),
-            web.get("/file/bot{token}/{path:.+}", self._file),
-        ])
-        # handler_cancellation: a long poll whose client went away must not keep waiting.
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, handler_cancellation=True,
-                                     shutdown_timeout=0.5)
         self._closing = False
         self.down = False
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
-        await site.start()
-        if self.port == 0:
-            self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        await self.serve()
         return self.base_url
 
     async def go_down(self) -> None:
@@ -172,9 +158,7 @@ class FakeTelegram:
         self._closing = True
         async with self._new_update:
             self._new_update.notify_all()  # long polls in flight answer now
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await self.close()
 
     # ---- what users do ---------------------------------------------------------------------------
 
@@ -318,26 +302,6 @@ class FakeTelegram:
 
     def texts(self, chat_id: int | None = None) -> list[str]:
         return [m.text for m in self.sent if chat_id is None or m.chat_id == chat_id]
-
-    async def wait_sent(self, predicate: Callable[[list[SentMessage]], bool], timeout: float = 10.0
-                        ) -> list[SentMessage]:
-        async def loop() -> list[SentMessage]:
-            while not predicate(self.sent):
-                self._changed.clear()
-                await self._changed.wait()
-            return self.sent
-
-        try:
-            return await asyncio.wait_for(loop(), timeout)
-        except TimeoutError:
-            raise AssertionError(f"timed out; sent so far: {[m.text[:80] for m in self.sent]!r}") from None
-
-    async def wait_until(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            if time.monotonic() > deadline:
-                raise AssertionError("timed out waiting for the fake Bot API")
-            await asyncio.sleep(0.02)
 
     # ---- the API ---------------------------------------------------------------------------------
 
@@ -637,12 +601,4 @@ class FakeTelegramThread(ServedInThread):
     @property
     def base_url(self) -> str:
         return self.fake.base_url
-
-    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        assert self._loop is not None
-
-        async def run() -> Any:
-            return fn(self.fake, *args, **kwargs)
-
-        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(10)
 

@@ -7,7 +7,9 @@ import re
 
 import pytest
 
-from gateway.kernel.chunking import chunk_text
+from gateway.kernel.chunking import MARKDOWN, chunk_text
+from gateway.platforms.discord.outbound import DIALECT as DISCORD
+from gateway.platforms.slack.mrkdwn import MRKDWN
 
 
 def markdown_text(n: int) -> tuple[str, list[str]]:
@@ -40,8 +42,8 @@ def discord_text(n: int) -> tuple[str, list[str]]:
     return " ".join(parts), spans
 
 
-@pytest.mark.parametrize("dialect, make", [("markdown", markdown_text), ("slack_mrkdwn", slack_text),
-                                           ("discord", discord_text)])
+@pytest.mark.parametrize("dialect, make", [(MARKDOWN, markdown_text), (MRKDWN, slack_text),
+                                           (DISCORD, discord_text)])
 @pytest.mark.parametrize("limit", [90, 150, 400, 1000])
 def test_links_and_emphasis_are_never_cut(dialect, make, limit):
     text, spans = make(60)
@@ -56,7 +58,7 @@ def test_links_and_emphasis_are_never_cut(dialect, make, limit):
 @pytest.mark.parametrize("limit", [97, 137, 333])
 def test_each_piece_of_slack_text_has_balanced_emphasis(limit):
     text, _ = slack_text(80)
-    for chunk in chunk_text(text, limit, dialect="slack_mrkdwn"):
+    for chunk in chunk_text(text, limit, dialect=MRKDWN):
         words = chunk.split()
         opened = [w for w in words if re.fullmatch(r"[*_~][a-z]+", w)]
         closed = [w for w in words if re.fullmatch(r"\d+[*_~]", w)]
@@ -66,9 +68,9 @@ def test_each_piece_of_slack_text_has_balanced_emphasis(limit):
 
 def test_a_span_longer_than_a_piece_is_split_plainly():
     label = " ".join(f"word{i}" for i in range(100))
-    for text, dialect in ((f"intro [{label}](https://example.org) outro", "markdown"),
-                          (f"intro <https://example.org|{label}> outro", "slack_mrkdwn"),
-                          (f"intro *{label}* outro", "slack_mrkdwn")):
+    for text, dialect in ((f"intro [{label}](https://example.org) outro", MARKDOWN),
+                          (f"intro <https://example.org|{label}> outro", MRKDWN),
+                          (f"intro *{label}* outro", MRKDWN)):
         chunks = chunk_text(text, 120, dialect=dialect)
         assert all(len(c) <= 120 for c in chunks)
         assert " ".join(chunks).split() == text.split()  # cut at words, not mid-word
@@ -86,13 +88,13 @@ def test_a_line_that_starts_with_a_span_moves_whole_to_the_next_piece():
 def test_markup_inside_code_is_not_taken_for_a_span():
     # The "*" inside the code span would open a bold span running to the end; it must not protect the words.
     text = "use `a * b` then " + " ".join(f"w{i}" for i in range(60)) + " *closing*"
-    chunks = chunk_text(text, 60, dialect="slack_mrkdwn")
+    chunks = chunk_text(text, 60, dialect=MRKDWN)
     assert all(len(c) <= 60 for c in chunks)
     assert len(chunks) >= 4 and all(len(c) > 30 for c in chunks[:-1])
 
 
 def test_stars_and_underscores_that_are_no_emphasis_do_not_hold_up_a_split():
     text = " ".join(["2 * 3 = 6, snake_case_name and file_name.txt * list"] * 20)
-    chunks = chunk_text(text, 80, dialect="slack_mrkdwn")
+    chunks = chunk_text(text, 80, dialect=MRKDWN)
     assert all(len(c) <= 80 for c in chunks) and " ".join(chunks).split() == text.split()
     assert all(len(c) > 40 for c in chunks[:-1])  # word boundaries were used, not the fallbacks

@@ -18,9 +18,11 @@ from gateway.kernel.logs import (
     add_secret,
     close_logging,
     configure_logging,
+    declare,
     get_logger,
     redact,
 )
+from gateway.platforms import declare_to_logs
 
 # Shaped like the real thing, but invented for these tests.
 REGISTERED = "hunter2-correct-horse-battery"
@@ -31,6 +33,12 @@ SLACK_TOKEN = "xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOp"
 SLACK_APP_TOKEN = "xapp-1-A0123456789-1234567890123-abcdef0123456789"
 DISCORD_TOKEN = "MTAxMjM0NTY3ODkwMTIzNDU2Nzg5.GAbcde.abcdefghijklmnopqrstuvwxyz0123"
 ALL_SECRETS = (REGISTERED, OPENAI_KEY, BOT_TOKEN, BEARER_TOKEN, SLACK_TOKEN, SLACK_APP_TOKEN, DISCORD_TOKEN)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _platforms_declared() -> None:
+    """The platforms' token shapes and SDK loggers, handed to the kernel as the CLI and the runner do."""
+    declare_to_logs()
 
 
 @pytest.fixture
@@ -328,6 +336,20 @@ def test_level_filters_events_and_quiets_noisy_libraries(logs_dir: Path) -> None
     configure_logging(logs_dir, "debug", console=False)
     log.debug("shown.debug")
     assert [e["event"] for e in read_events(logs_dir)][-1] == "shown.debug"
+
+
+def test_what_is_declared_is_quieted_and_masked_whenever_it_comes(logs_dir: Path) -> None:
+    declare(noisy_loggers=["herald.test.chatty_sdk"], secret_patterns=[r"\bzzq-[0-9]{8,}+"])
+    configure_logging(logs_dir, "info", console=False)
+    logging.getLogger("herald.test.chatty_sdk").info("GET /x")
+    declare(noisy_loggers=["herald.test.later_sdk"])  # after configure_logging: quiet at once
+    logging.getLogger("herald.test.later_sdk").info("GET /y")
+    get_logger("herald.test").info("sent", token="zzq-12345678")
+    events = read_events(logs_dir)
+    assert [(e["event"], e.get("token")) for e in events] == [("sent", REDACTED)]
+    with pytest.raises(ValueError, match="may not name groups"):
+        declare(secret_patterns=[r"(?P<kv>x)"])  # would break the replacement of every other match
+    assert redact("still masked: zzq-87654321") == f"still masked: {REDACTED}"
 
 
 def test_unknown_level_is_rejected(logs_dir: Path) -> None:

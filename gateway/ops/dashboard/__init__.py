@@ -3,10 +3,11 @@ pending approvals (Approve / Deny), cron jobs with their run history ("ran" apar
 delivery failures.
 
 The pages themselves (``/dashboard``, ``/dashboard/cron/{id}``) are one static shell that needs no token; what
-they show comes from ``/api/v1/dashboard/…``, behind the web chat's bearer token like all of ``/api/``
-(gateway/ops/http.py), rendered to HTML here (gateway/ops/dashboard/views.py). A server-sent event stream pushes a
-view again whenever its HTML changed (checked every second while someone watches), so the page stays live
-without reloading and keeps its scroll position.
+they show comes from ``/api/v1/dashboard/…``, behind the owner's bearer token like all of ``/api/``
+(gateway/ops/http.py: the web chat's, or whichever platform declares ``guards_api``), rendered to HTML here
+(gateway/ops/dashboard/views.py). A server-sent event stream pushes a view again whenever its HTML changed
+(checked every second while someone watches), so the page stays live without reloading and keeps its scroll
+position.
 
 A decision taken here goes through ``ApprovalBroker.decide_as_operator``: the same path as a button in the
 chat, audited with the operator as decider, the chat's prompt edited the same way. A reset is the chat's
@@ -30,6 +31,7 @@ from gateway.kernel.faults import Unavailable
 from gateway.kernel.untrusted import read_object
 from gateway.ops.dashboard import views
 from gateway.ops.dashboard.data import Overview, SessionRow, is_session_key, job_and_runs, overview_rows, parse_key
+from gateway.platforms import PLATFORMS
 from gateway.platforms.base import PlatformAdapter, Source
 
 log = structlog.get_logger("herald.dashboard")
@@ -126,12 +128,15 @@ class Dashboard:
 
     # ---- handlers -----------------------------------------------------------------------------------
 
-    def _web_enabled(self) -> None:
-        if "web" not in self.adapters:  # its token guards the dashboard: without it nobody could open it
-            raise web.HTTPNotFound(text="The dashboard needs the web chat's token: enable platforms.web.")
+    def _guarded(self) -> None:
+        """The page needs an enabled platform whose token guards the API: without one nobody could open it."""
+        guards = [(name, declared.label) for name, declared in PLATFORMS.items() if declared.guards_api]
+        if not any(name in self.adapters for name, _ in guards):
+            needed = " or ".join(f"the {label}'s token: enable platforms.{name}" for name, label in guards)
+            raise web.HTTPNotFound(text=f"The dashboard needs {needed or 'a platform that guards the API'}.")
 
     async def _page(self, request: web.Request) -> web.Response:
-        self._web_enabled()
+        self._guarded()
         page = resources.files("gateway.ops").joinpath("static/dashboard.html").read_text()
         return web.Response(text=page, content_type="text/html", headers={
             "Cache-Control": "no-store",

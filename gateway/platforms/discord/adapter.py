@@ -28,7 +28,6 @@ import structlog
 from gateway.kernel.configbase import secret
 from gateway.platforms.base import (
     AdapterContext,
-    Button,
     ButtonPress,
     Capabilities,
     CredentialRejected,
@@ -45,7 +44,7 @@ from gateway.platforms.discord.backfill import ChannelLog, Outcome
 from gateway.platforms.discord.config import DiscordConfig
 from gateway.platforms.discord.inbound import DiscordInbound
 from gateway.platforms.discord.interactions import Interactions
-from gateway.platforms.discord.outbound import MAX_CHARS, DiscordOutbound, render, utf16_len
+from gateway.platforms.discord.outbound import DIALECT, MAX_CHARS, DiscordOutbound
 from gateway.platforms.discord.transport import client_options, point_at
 
 log = structlog.get_logger("herald.discord")
@@ -90,7 +89,7 @@ class _Client(discord.Client):
 
 class DiscordAdapter(PlatformAdapter):
     name = "discord"
-    capabilities = Capabilities(max_message_length=MAX_CHARS, dialect="discord", buttons=True, edits=True,
+    capabilities = Capabilities(max_message_length=MAX_CHARS, dialect=DIALECT, buttons=True, edits=True,
                                 threads=True, typing=True, min_edit_interval=1.0)
     prompt_hint = ("You are talking on Discord. Your Markdown is shown formatted (bold, italic, headings, lists, "
                    "quotes, code blocks, links); tables are not, so prefer lists. Long answers arrive as several "
@@ -253,7 +252,7 @@ class DiscordAdapter(PlatformAdapter):
     async def _pressed(self, interaction: discord.Interaction) -> None:
         handle = self.interactions.handle(interaction)
         custom_id = str((interaction.data or {}).get("custom_id", ""))
-        button_id = self.outbound.button_id(custom_id) if custom_id else None
+        button_id = self.outbound.buttons.decode(custom_id) if custom_id else None
         if button_id is None:  # a digest from before a restart
             self.interactions.refuse(interaction, "This button is no longer active.")
             return
@@ -292,7 +291,7 @@ class DiscordAdapter(PlatformAdapter):
     async def _say(self, msg: InboundMessage, text: str) -> None:
         out = OutboundMessage(text, thread_id=msg.source.thread_id, reply_handle=msg.reply_handle, ephemeral=True)
         try:
-            await self.outbound.send(msg.source.chat_id, text, out, None)
+            await self.outbound.send(msg.source.chat_id, text, out)
         except Exception as exc:
             log.info("discord_notice_failed", error=str(exc))
 
@@ -330,22 +329,3 @@ class DiscordAdapter(PlatformAdapter):
                 raise FileUnavailable(f"Discord answered HTTP {resp.status}")
             await save_stream(resp.content.iter_chunked(65536), target, cap, cap_mb)
         return str(target)
-
-    # ---- outbound --------------------------------------------------------------------------------
-
-    def render(self, markdown: str) -> str:
-        return render(markdown)
-
-    def measure(self, text: str) -> int:
-        return utf16_len(text)
-
-    async def send(self, chat_id: str, text: str, message: OutboundMessage, *,
-                   idempotency_key: str | None = None) -> list[str]:
-        return await self.outbound.send(chat_id, text, message, idempotency_key)
-
-    async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None = None,
-                   *, thread_id: str | None = None) -> None:
-        await self.outbound.edit(chat_id, message_id, text, buttons, thread_id)
-
-    async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
-        self.outbound.typing(chat_id, thread_id)

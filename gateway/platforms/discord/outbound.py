@@ -6,18 +6,16 @@ list when too wide), deeper headings, rules and inline images. ``measure`` count
 less than Discord's character count, so delivery's chunks fit 2000 as sent.
 
 Buttons become ``discord.ui`` components whose ``custom_id`` is the button's id itself (ids over 100 characters
-travel as a digest remembered here): a press reaches the gateway by its id alone, so it still resolves after a
-restart. They are sent through discord.py's HTTP client, not ``Messageable.send``, which would keep every
-persistent view in memory for good. The answer to an application command goes through its interaction (the
+travel as a digest: gateway/platforms/buttons.py): a press reaches the gateway by its id alone, so it still
+resolves after a restart. They are sent through discord.py's HTTP client, not ``Messageable.send``, which would
+keep every persistent view in memory for good. The answer to an application command goes through its interaction (the
 deferred "thinking…" response, then follow-ups), ephemeral as the gateway asks.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import re
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -26,7 +24,9 @@ import structlog
 from discord.http import handle_message_parameters
 from discord.utils import MISSING
 
-from gateway.platforms.base import Button, OutboundMessage, TransientError
+from gateway.kernel.chunking import MARKDOWN, Dialect
+from gateway.platforms.base import Button, Outbound, OutboundMessage, TransientError
+from gateway.platforms.buttons import ButtonIds
 from gateway.platforms.discord.transport import GONE_INTERACTION, error_code, map_error, nonce
 
 if TYPE_CHECKING:
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger("herald.discord")
 
 MAX_CHARS = 2000
+# Markdown's emphasis and Discord's ||spoiler||: delivery's chunking cuts none of them.
+DIALECT = Dialect("discord", ("||", *MARKDOWN.emphasis))
 CUSTOM_ID_MAX = 100
 LABEL_MAX = 80
 TYPING_DELAY = 0.5  # seconds a turn runs before "typing…" is shown: a fast answer costs no extra request
@@ -121,12 +123,18 @@ def render(markdown: str) -> str:
 # ---- sending ----------------------------------------------------------------------------------------------
 
 
-class DiscordOutbound:
+class DiscordOutbound(Outbound):
     def __init__(self, client: Callable[[], discord.Client | None], interactions: Interactions) -> None:
         self._get_client = client
         self.interactions = interactions
-        self.long_buttons: OrderedDict[str, str] = OrderedDict()
+        self.buttons = ButtonIds(CUSTOM_ID_MAX)  # a component's custom_id is at most 100 characters
         self._typing: dict[str, asyncio.Task[None]] = {}
+
+    def render(self, markdown: str) -> str:
+        return render(markdown)
+
+    def measure(self, text: str) -> int:
+        return utf16_len(text)
 
     def _client(self) -> discord.Client:
         client = self._get_client()
@@ -136,36 +144,20 @@ class DiscordOutbound:
 
     # ---- buttons ---------------------------------------------------------------------------------
 
-    def custom_id(self, button_id: str) -> str:
-        """A component's custom_id is at most 100 characters: longer ids travel as a digest remembered here."""
-        if 0 < len(button_id) <= CUSTOM_ID_MAX and not button_id.startswith("~"):
-            return button_id
-        digest = "~" + hashlib.sha256(button_id.encode()).hexdigest()[:40]
-        self.long_buttons[digest] = button_id
-        self.long_buttons.move_to_end(digest)
-        while len(self.long_buttons) > 10_000:
-            self.long_buttons.popitem(last=False)
-        return digest
-
-    def button_id(self, custom_id: str) -> str | None:
-        """The id behind a custom_id; None for a digest this process no longer knows."""
-        if custom_id.startswith("~"):
-            return self.long_buttons.get(custom_id)
-        return custom_id
-
     def view(self, buttons: list[Button]) -> discord.ui.View | None:
         """Persistent components (no timeout); discord.py lays them out five to a row."""
         if not buttons:
             return None
         view = discord.ui.View(timeout=None)
         for b in buttons[:25]:
-            view.add_item(discord.ui.Button(label=b.label[:LABEL_MAX] or "…", custom_id=self.custom_id(b.id),
+            view.add_item(discord.ui.Button(label=b.label[:LABEL_MAX] or "…", custom_id=self.buttons.encode(b.id),
                                             style=STYLES.get(b.style, discord.ButtonStyle.secondary)))
         return view
 
     # ---- messages --------------------------------------------------------------------------------
 
-    async def send(self, chat_id: str, text: str, message: OutboundMessage, key: str | None) -> list[str]:
+    async def send(self, chat_id: str, text: str, message: OutboundMessage, *,
+                   idempotency_key: str | None = None) -> list[str]:
         target = message.thread_id or chat_id
         self._cancel_typing(target)
         text = text if text.strip() else "…"
@@ -181,7 +173,7 @@ class DiscordOutbound:
                 reference = {"message_id": int(message.reply_to), "channel_id": int(target),
                              "fail_if_not_exists": False}
             with handle_message_parameters(content=text, view=view if view is not None else MISSING,
-                                           nonce=nonce(key, target, message.reply_to, text),
+                                           nonce=nonce(idempotency_key, target, message.reply_to, text),
                                            allowed_mentions=ALLOWED_MENTIONS,
                                            message_reference=reference or MISSING) as params:
                 data = await client.http.send_message(int(target), params=params)
@@ -210,8 +202,8 @@ class DiscordOutbound:
             raise map_error(exc) from exc
         return str(sent.id)
 
-    async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None,
-                   thread_id: str | None) -> None:
+    async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None = None,
+                   *, thread_id: str | None = None) -> None:
         client = self._client()
         view = self.view(buttons or [])
         try:
@@ -223,7 +215,7 @@ class DiscordOutbound:
 
     # ---- typing ----------------------------------------------------------------------------------
 
-    def typing(self, chat_id: str, thread_id: str | None) -> None:
+    def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         """Show "typing…" unless the answer beats ``TYPING_DELAY``: a fast reply costs no extra request."""
         target = thread_id or chat_id
         if target not in self._typing:

@@ -28,7 +28,6 @@ from gateway.kernel.configbase import secret
 from gateway.kernel.untrusted import bad_request, parse_object
 from gateway.platforms.base import (
     AdapterContext,
-    Button,
     ButtonPress,
     Capabilities,
     CredentialRejected,
@@ -38,6 +37,7 @@ from gateway.platforms.base import (
     Prepared,
 )
 from gateway.platforms.slack.inbound import LOOKUP_BUDGET, Deadline, SlackInbound
+from gateway.platforms.slack.mrkdwn import MRKDWN
 from gateway.platforms.slack.outbound import MAX_TEXT, SlackOutbound
 from gateway.platforms.slack.transport import file_hosts, http_session, web_client
 
@@ -57,7 +57,7 @@ PING_INTERVAL = 10.0  # Socket Mode's ping; a connection silent for 4 of these i
 
 class SlackAdapter(PlatformAdapter):
     name = "slack"
-    capabilities = Capabilities(max_message_length=MAX_TEXT, dialect="slack_mrkdwn", buttons=True, edits=True,
+    capabilities = Capabilities(max_message_length=MAX_TEXT, dialect=MRKDWN, buttons=True, edits=True,
                                 threads=True, typing=True, command_prefix="!",
                                 min_edit_interval=1.0)
     prompt_hint = ("You are talking on Slack. Your Markdown is shown as Slack formatting (bold, italics, "
@@ -322,7 +322,7 @@ class SlackAdapter(PlatformAdapter):
         press = await self.inbound.press(body) if body.get("type") == "block_actions" else None
         if press is None or not press.button_id:
             return
-        button_id = self.outbound.button_id(press.button_id)
+        button_id = self.outbound.buttons.decode(press.button_id)
         if button_id is None:  # a digest of a long id, sent by a process before a restart
             self.outbound.spawn(self.answer_press(press, "This button is no longer active."))
             return
@@ -353,23 +353,6 @@ class SlackAdapter(PlatformAdapter):
         from slack_sdk.webhook.async_client import AsyncWebhookClient
 
         return AsyncWebhookClient(url, session=self._session, timeout=10)
-
-    def render(self, markdown: str) -> str:
-        return self.outbound.render(markdown)
-
-    def measure(self, text: str) -> int:
-        return self.outbound.measure(text)
-
-    async def send(self, chat_id: str, text: str, message: OutboundMessage, *,
-                   idempotency_key: str | None = None) -> list[str]:
-        return await self.outbound.send(chat_id, text, message)
-
-    async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None = None,
-                   *, thread_id: str | None = None) -> None:
-        await self.outbound.edit(chat_id, message_id, text, buttons)
-
-    async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
-        self.outbound.typing(chat_id, thread_id)
 
     async def answer_press(self, press: ButtonPress, notice: str | None) -> bool:
         """The notice only the presser sees: chat.postEphemeral, else the press's response_url."""

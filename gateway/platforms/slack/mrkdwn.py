@@ -19,7 +19,12 @@ from typing import Any
 
 import structlog
 
+from gateway.kernel.chunking import Dialect
+
 log = structlog.get_logger("herald.slack")
+
+# What delivery's chunking must not cut: mrkdwn's *bold*, _italic_ and ~strike~.
+MRKDWN = Dialect("slack_mrkdwn", ("*", "_", "~"))
 
 _ESCAPES = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"))
 

@@ -10,7 +10,6 @@ cannot de-duplicate a resent message (chat.postMessage has no idempotency key).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -19,7 +18,8 @@ from typing import Any
 import structlog
 
 from gateway.kernel.chunking import utf16_len
-from gateway.platforms.base import Button, OutboundMessage, PermanentError, TransientError
+from gateway.platforms.base import Button, Outbound, OutboundMessage, PermanentError, TransientError
+from gateway.platforms.buttons import ButtonIds
 from gateway.platforms.slack.mrkdwn import to_mrkdwn, unescape
 from gateway.platforms.slack.transport import map_error, slack_error
 
@@ -55,7 +55,7 @@ def blocks_for(text: str, buttons: list[Button], value: Callable[[str], str] = l
             {"type": "actions", "elements": elements}]
 
 
-class SlackOutbound:
+class SlackOutbound(Outbound):
     def __init__(self, client: Callable[[], Any], webhook: Callable[[str], Any],
                  on_thread: Callable[[str, str], None]) -> None:
         self._client = client
@@ -66,7 +66,7 @@ class SlackOutbound:
         self.latest: OrderedDict[tuple[str, str | None], str] = OrderedDict()
         self._working: dict[tuple[str, str | None], _Working] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
-        self.long_buttons: OrderedDict[str, str] = OrderedDict()  # digest -> a button id too long for a value
+        self.buttons = ButtonIds(BUTTON_VALUE_MAX)  # a button's value is at most 2000 characters
 
     def client(self) -> Any:
         client = self._client()
@@ -76,40 +76,21 @@ class SlackOutbound:
 
     # ---- buttons ---------------------------------------------------------------------------------
 
-    def value(self, button_id: str) -> str:
-        """A button's value is at most 2000 characters: longer ids travel as a digest remembered here (a press
-        after a restart finds none and is told the button is no longer active; never a truncated id)."""
-        if 0 < len(button_id) <= BUTTON_VALUE_MAX and not button_id.startswith("~"):
-            return button_id
-        digest = "~" + hashlib.sha256(button_id.encode()).hexdigest()[:40]
-        self.long_buttons[digest] = button_id
-        self.long_buttons.move_to_end(digest)
-        while len(self.long_buttons) > 10_000:
-            self.long_buttons.popitem(last=False)
-        return digest
-
-    def button_id(self, value: str) -> str | None:
-        """The id behind a button's value; None for a digest this process does not know."""
-        if value.startswith("~"):
-            return self.long_buttons.get(value)
-        return value
-
     def _blocks(self, text: str, buttons: list[Button]) -> list[dict[str, Any]] | None:
-        return blocks_for(text, buttons, self.value)
+        return blocks_for(text, buttons, self.buttons.encode)
 
     # ---- formatting ------------------------------------------------------------------------------
 
-    @staticmethod
-    def render(markdown: str) -> str:
+    def render(self, markdown: str) -> str:
         return to_mrkdwn(markdown)
 
-    @staticmethod
-    def measure(text: str) -> int:
+    def measure(self, text: str) -> int:
         return utf16_len(text)
 
     # ---- sending ---------------------------------------------------------------------------------
 
-    async def send(self, chat_id: str, text: str, message: OutboundMessage) -> list[str]:
+    async def send(self, chat_id: str, text: str, message: OutboundMessage, *,
+                   idempotency_key: str | None = None) -> list[str]:
         text = text if text.strip() else "…"
         if message.reply_to:
             self.done_working(chat_id, message.thread_id)  # the answer is here: the reaction goes
@@ -165,7 +146,8 @@ class SlackOutbound:
         while len(self._texts) > 2000:
             self._texts.popitem(last=False)
 
-    async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None) -> None:
+    async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None = None,
+                   *, thread_id: str | None = None) -> None:
         if text is None:
             text = self._texts.get((chat_id, message_id))
             if text is None:
@@ -204,7 +186,7 @@ class SlackOutbound:
         while len(self.latest) > 5000:
             self.latest.popitem(last=False)
 
-    def typing(self, chat_id: str, thread_id: str | None) -> None:
+    def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         key = (chat_id, thread_id)
         working = self._working.get(key)
         if working is None:

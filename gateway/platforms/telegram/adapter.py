@@ -26,7 +26,6 @@ from aiohttp import web
 from gateway.kernel.configbase import secret
 from gateway.platforms.base import (
     AdapterContext,
-    Button,
     ButtonPress,
     Capabilities,
     CredentialRejected,
@@ -65,7 +64,7 @@ CONFLICT_REASON = ("Telegram answered 409 Conflict: another program is reading t
 
 class TelegramAdapter(PlatformAdapter):
     name = "telegram"
-    capabilities = Capabilities(max_message_length=MAX_UTF16, dialect="markdown", buttons=True, edits=True,
+    capabilities = Capabilities(max_message_length=MAX_UTF16, buttons=True, edits=True,
                                 threads=True, typing=True, min_edit_interval=1.0)
     prompt_hint = ("You are talking on Telegram. Your Markdown is shown formatted (bold, italic, code, code "
                    "blocks, links, quotes); tables show as plain text, so prefer lists.")
@@ -353,7 +352,7 @@ class TelegramAdapter(PlatformAdapter):
 
     def _take_press(self, press: ButtonPress) -> None:
         query_id = (press.reply_handle or {}).get("callback_query_id")
-        button_id = self.outbound.button_id(press.button_id) if press.button_id else None
+        button_id = self.outbound.buttons.decode(press.button_id) if press.button_id else None
         if button_id is None:  # a digest from before a restart, or a query without data
             if query_id is not None:
                 self._answer_soon(query_id, "This button is no longer active." if press.button_id else None)
@@ -439,19 +438,3 @@ class TelegramAdapter(PlatformAdapter):
         target = self.media_path("tg", msg.source.chat_id, message_id, str(index), str(ref.get("name") or "file"))
         await file.download_to_drive(target, read_timeout=120)
         return str(target)
-
-    # ---- outbound --------------------------------------------------------------------------------
-
-    def measure(self, text: str) -> int:
-        return self.outbound.measure(text)
-
-    async def send(self, chat_id: str, text: str, message: OutboundMessage, *,
-                   idempotency_key: str | None = None) -> list[str]:
-        return await self.outbound.send(chat_id, text, message)
-
-    async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None = None,
-                   *, thread_id: str | None = None) -> None:
-        await self.outbound.edit(chat_id, message_id, text, buttons)
-
-    async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
-        self.outbound.typing(chat_id, thread_id)

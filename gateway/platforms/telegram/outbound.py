@@ -9,7 +9,6 @@ entities, the same text is resent without them.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -17,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from gateway.kernel.chunking import utf16_len
-from gateway.platforms.base import Button, OutboundMessage, TransientError
+from gateway.platforms.base import Button, Outbound, OutboundMessage, TransientError
+from gateway.platforms.buttons import ButtonIds, utf8_len
 from gateway.platforms.telegram.transport import is_entity_error, map_error
 
 if TYPE_CHECKING:
@@ -57,10 +57,10 @@ def split_formatted(text: str, entities: list[dict[str, Any]], limit: int = MAX_
     return [(t, [e.to_dict() for e in ents]) for t, ents in telegramify_markdown.split_entities(text, objs, limit)]
 
 
-class TelegramOutbound:
+class TelegramOutbound(Outbound):
     def __init__(self, bot: Callable[[], Bot | None]) -> None:
         self._get_bot = bot
-        self.long_buttons: OrderedDict[str, str] = OrderedDict()
+        self.buttons = ButtonIds(CALLBACK_DATA_MAX, utf8_len)  # callback data is at most 64 bytes
         self._typing: dict[tuple[str, str | None], asyncio.Task[None]] = {}
         self._converted: OrderedDict[str, tuple[str, list[dict[str, Any]]]] = OrderedDict()
 
@@ -83,28 +83,11 @@ class TelegramOutbound:
 
     # ---- buttons ---------------------------------------------------------------------------------
 
-    def button_data(self, button_id: str) -> str:
-        """Callback data is at most 64 bytes: longer ids travel as a short digest remembered here."""
-        if 0 < len(button_id.encode()) <= CALLBACK_DATA_MAX and not button_id.startswith("~"):
-            return button_id
-        digest = "~" + hashlib.sha256(button_id.encode()).hexdigest()[:40]
-        self.long_buttons[digest] = button_id
-        self.long_buttons.move_to_end(digest)
-        while len(self.long_buttons) > 10_000:
-            self.long_buttons.popitem(last=False)
-        return digest
-
-    def button_id(self, data: str) -> str | None:
-        """The id behind callback data; None for a digest this process no longer knows."""
-        if data.startswith("~"):
-            return self.long_buttons.get(data)
-        return data
-
     def markup(self, buttons: list[Button]) -> dict[str, Any] | None:
         if not buttons:
             return None
         row_size = 3 if all(len(b.label) <= 12 for b in buttons) else 1
-        rows = [[{"text": b.label[:64], "callback_data": self.button_data(b.id)} for b in buttons[i:i + row_size]]
+        rows = [[{"text": b.label[:64], "callback_data": self.buttons.encode(b.id)} for b in buttons[i:i + row_size]]
                 for i in range(0, len(buttons), row_size)]
         return {"inline_keyboard": rows}
 
@@ -125,7 +108,8 @@ class TelegramOutbound:
             return None
         return int(mid) if mid.isdigit() else None
 
-    async def send(self, chat_id: str, text: str, message: OutboundMessage) -> list[str]:
+    async def send(self, chat_id: str, text: str, message: OutboundMessage, *,
+                   idempotency_key: str | None = None) -> list[str]:
         self._cancel_typing(chat_id, message.thread_id)
         plain, entities = self.convert(text)
         if not plain.strip():
@@ -167,7 +151,8 @@ class TelegramOutbound:
             raise map_error(exc) from exc
         return str(sent.message_id)
 
-    async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None) -> None:
+    async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None = None,
+                   *, thread_id: str | None = None) -> None:
         from telegram import error as tg
 
         bot = self._bot()
@@ -197,7 +182,7 @@ class TelegramOutbound:
 
     # ---- typing ----------------------------------------------------------------------------------
 
-    def typing(self, chat_id: str, thread_id: str | None) -> None:
+    def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         """Show "typing…" unless the answer beats ``TYPING_DELAY``: a fast reply costs no extra request."""
         key = (chat_id, thread_id)
         if key not in self._typing:

@@ -1,9 +1,9 @@
-"""The local web chat: a small JSON API + SSE stream on the daemon's http app, behind a bearer token.
+"""The local web chat: its page, a small JSON API + SSE stream on the daemon's http app, behind a bearer token.
 
 The token lives in ``$HERALD_HOME/web_token`` (0600, created on first start); whoever holds it is the
-owner, so the web chat needs no allowlist. The chat history it serves is kept in the database (chat_log),
-so a restart keeps it. Sends are idempotent: a chunk's idempotency key is its message id, so a chunk resent
-after a crash is stored (and shown) once.
+owner, so the web chat needs no allowlist, and the daemon's whole HTTP API (/api/) lets them in. The chat
+history it serves is kept in the database (chat_log), so a restart keeps it. Sends are idempotent: a chunk's
+idempotency key is its message id, so a chunk resent after a crash is stored (and shown) once.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import os
 import secrets
 import time
 import uuid
+from importlib import resources
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -36,6 +37,7 @@ from gateway.platforms.base import (
     Source,
     parse_text_command,
 )
+from gateway.platforms.web import PAGE, TOKEN_FILE
 from gateway.platforms.web.markdown import to_html
 from gateway.platforms.web.markdown import warm as warm_markdown
 
@@ -58,11 +60,11 @@ def load_or_create_token(path: Path) -> str:
     return token
 
 
-def web_token(cfg: Any, path: Path) -> str:
+def web_token(cfg: Any, home: Path) -> str:
     """The web chat's token: ``platforms.web.token_env``'s variable when set, else the profile's file."""
     from gateway.kernel.configbase import secret
 
-    return secret(getattr(cfg, "token_env", None)) or load_or_create_token(path)
+    return secret(getattr(cfg, "token_env", None)) or load_or_create_token(home / TOKEN_FILE)
 
 
 def _valid_id(value: Any, what: str, max_len: int = 128) -> str:
@@ -99,14 +101,14 @@ def _public(row: dict[str, Any]) -> dict[str, Any]:
 
 class WebAdapter(PlatformAdapter):
     name = "web"
-    capabilities = Capabilities(max_message_length=16_000, dialect="markdown", buttons=True, edits=True,
+    capabilities = Capabilities(max_message_length=16_000, buttons=True, edits=True,
                                 threads=False, typing=True, idempotent_send=True)
     prompt_hint = "You are talking in Herald's local web chat, which renders Markdown."
     trusted = True  # every request carried the owner's bearer token
 
     def __init__(self, ctx: AdapterContext) -> None:
         super().__init__(ctx)
-        self.token = web_token(ctx.config, ctx.home / "web_token")
+        self.token = web_token(ctx.config, ctx.home)
         self.log = ctx.chat_log
         add_secret(self.token)  # masked in every log line and stored error from here on
         self._subscribers: dict[str, set[asyncio.Queue[str]]] = {}
@@ -211,17 +213,37 @@ class WebAdapter(PlatformAdapter):
             except Exception as exc:
                 log.info("web_event_pass_on_failed", error=f"{type(exc).__name__}: {exc}")
 
-    # ---- http API --------------------------------------------------------------------------------
+    # ---- the page and the http API ---------------------------------------------------------------
+
+    @classmethod
+    def page_credential(cls, config: Any, home: Path) -> tuple[str, str]:
+        try:
+            return "token", web_token(config, home)
+        except OSError as exc:
+            raise RuntimeError(f"cannot read or create the web token {home / TOKEN_FILE}: {exc.strerror or exc}; "
+                               "check that this user may write there") from exc
+
+    def announce(self, url: str, interactive: bool) -> str:
+        # Logged without the token; `herald web-url` prints the whole address wherever stdout went.
+        log.info("web_chat", url=url, token_file=str(self.ctx.home / TOKEN_FILE))
+        if interactive:
+            return f"Herald web chat: {url}#token={self.token}"
+        return f"Herald web chat: {url} (the address with its access token: herald web-url)"
 
     def http_routes(self) -> list[Any]:
         return [
+            web.get(PAGE, self._page),
             web.post("/api/v1/messages", self._post_message),
             web.get("/api/v1/chats/{chat_id}/messages", self._get_messages),
             web.post("/api/v1/chats/{chat_id}/buttons/{button_id}", self._press_button),
             web.get("/api/v1/chats/{chat_id}/events", self._events),
         ]
 
-    def authorized(self, request: web.Request) -> bool:
+    async def _page(self, request: web.Request) -> web.Response:
+        page = resources.files(__package__).joinpath("static/index.html").read_text()
+        return web.Response(text=page, content_type="text/html", headers={"Cache-Control": "no-store"})
+
+    def authorizes(self, request: web.Request) -> bool:
         header = request.headers.get("Authorization", "")
         scheme, _, supplied = header.partition(" ")
         if scheme.lower() != "bearer" or not supplied:

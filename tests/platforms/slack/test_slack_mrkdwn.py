@@ -91,7 +91,7 @@ def test_buttons_become_an_actions_block_with_styles_and_limits() -> None:
     outbound = SlackOutbound(lambda: None, lambda _url: None, lambda _channel, _thread: None)
     long_id = "x" * 1999 + "yz"
     blocks = blocks_for("Pick:", [Button("ap:1:o", "Approve once", "primary"), Button("ap:1:d", "Deny", "danger"),
-                                  Button(long_id, "L" * 100)], outbound.value)
+                                  Button(long_id, "L" * 100)], outbound.buttons.encode)
     assert blocks is not None
     section, actions = blocks
     assert section == {"type": "section", "text": {"type": "mrkdwn", "text": "Pick:"}}
@@ -102,6 +102,6 @@ def test_buttons_become_an_actions_block_with_styles_and_limits() -> None:
     # An id over Slack's 2000 characters travels as a digest that this process resolves to the whole id
     # (never a truncated one, which would reach another button's handler or none).
     assert len(long["value"]) <= 2000 and long["value"] != long_id[:2000]
-    assert outbound.button_id(long["value"]) == long_id and outbound.button_id("ap:1:o") == "ap:1:o"
-    assert outbound.button_id("~" + "0" * 40) is None  # a digest from before a restart
+    assert outbound.buttons.decode(long["value"]) == long_id and outbound.buttons.decode("ap:1:o") == "ap:1:o"
+    assert outbound.buttons.decode("~" + "0" * 40) is None  # a digest from before a restart
     assert blocks_for("no buttons", []) is None

@@ -107,6 +107,21 @@ async def test_favicon_and_the_token_form(make_runner: Any) -> None:
     assert 'id="tokenform"' in page and "herald web-url" in page
 
 
+async def test_with_the_web_chat_off_its_page_says_so_and_the_api_and_dashboard_are_closed(make_runner: Any) -> None:
+    runner, _ = await make_runner()  # the web chat is off: no adapter guards the API
+    base = f"http://127.0.0.1:{runner.http_port}"
+    async with aiohttp.ClientSession(headers={"Authorization": "Bearer anything"}) as http:
+        async with http.get(base + "/") as r:
+            assert r.status == 404 and await r.text() == "The web chat is disabled (platforms.web.enabled)."
+        async with http.get(base + "/dashboard") as r:
+            assert r.status == 404  # a token form nobody could fill in
+        for path in ("/api/v1/status", "/api/v1/dashboard/view", "/api/v1/chats/c/messages"):
+            async with http.get(base + path) as r:
+                assert r.status == 401, path
+        async with http.get(base + "/favicon.svg") as r:
+            assert r.status == 200  # Herald's icon, not the web chat's
+
+
 async def test_the_daemon_logs_the_address_without_the_token(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     import json
@@ -114,15 +129,17 @@ async def test_the_daemon_logs_the_address_without_the_token(tmp_path: Any, monk
     from gateway.cli.daemon import _serve
     from gateway.config import parse_config, resolve_paths
     from gateway.kernel.logs import close_logging, configure_logging
+    from gateway.platforms.web import TOKEN_FILE
 
     monkeypatch.setenv("HERALD_HOME", str(tmp_path / "home"))
     paths = resolve_paths()
+    token_file = paths.home / TOKEN_FILE
     cfg = parse_config({"http": {"port": 0}})
     configure_logging(paths.logs_dir, "info", console=False)
     try:
         serve = asyncio.create_task(_serve(cfg, paths))
         for _ in range(200):
-            if paths.web_token_file.exists() and "web_chat" in (paths.logs_dir / "herald.log").read_text():
+            if token_file.exists() and "web_chat" in (paths.logs_dir / "herald.log").read_text():
                 break
             await asyncio.sleep(0.05)
         import os
@@ -132,7 +149,7 @@ async def test_the_daemon_logs_the_address_without_the_token(tmp_path: Any, monk
         assert await asyncio.wait_for(serve, 30) == 0
     finally:
         close_logging()
-    token = paths.web_token_file.read_text().strip()
+    token = token_file.read_text().strip()
     (event,) = [json.loads(line) for line in (paths.logs_dir / "herald.log").read_text().splitlines()
                 if '"web_chat"' in line]
     assert event["url"].startswith("http://127.0.0.1:") and token not in json.dumps(event)

@@ -134,149 +134,12 @@ class Agent:
         ctx: ToolContext,
     ) -> TurnResult:
         """One turn. ``user_content=None`` resumes the turn whose user message and steps end ``history``."""
-        def activity(what: str) -> None:
-            try:
-                callbacks.on_activity(what)
-            except Exception:
-                # A broken progress/heartbeat sink must not fail the user's turn.
-                log.exception("on_activity callback failed")
-
-        ctx.extras["on_activity"] = activity
-        on_text, on_restart = _guarded(callbacks.on_text), _guarded(callbacks.on_text_restart)
-        names = self.tool_names if self.tool_names is not None else self.registry.names(ctx.config)
-        allowed = frozenset(names)
-        tools = self.registry.schemas(names) or None
-        messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}, *history]
-        new: list[dict[str, Any]] = []
-        iterations = 0
-
-        def interrupted() -> TurnResult:
-            text = LLMError("interrupted").user_message()
-            return TurnResult("interrupted", text, new, "interrupted", iterations)
-
-        def step(*msgs: dict[str, Any]) -> None:
-            callbacks.on_step(list(msgs))
-
-        if user_content is not None:
-            messages.append({"role": "user", "content": user_content})
-        else:
-            # Resumed: calls whose results were never stored get a result that says so, not a second run.
-            missing = unanswered_calls(messages)
-            for call_id in missing:
-                self._append_tool(messages, new, call_id, _UNKNOWN_RESULT)
-            if missing:
-                try:
-                    step(*new)
-                except StepRefused:
-                    return interrupted()
-
-        overflow_retried = False
-        while True:
-            if interrupt.is_set():
-                return interrupted()
-            if callbacks.compact is not None:
-                try:
-                    shorter = callbacks.compact(messages, tools, None)
-                except StepRefused:
-                    return interrupted()
-                if shorter is not None:
-                    messages[:] = shorter
-            grace = iterations >= self.max_iterations
-            if grace:
-                # Budget spent and the model still wants tools: one last call, no tools, asking for an
-                # answer. The note is sent but not persisted; it is an instruction, not conversation.
-                request = [*messages, {"role": "user", "content": GRACE_NOTE}]
-                activity("model call (final, no tools)")
-            else:
-                request = messages
-                activity(f"model call {iterations + 1}")
-            try:
-                if on_text is None:
-                    reply = self.llm.complete(request, None if grace else tools, interrupt)
-                else:
-                    reply = self.llm.complete(request, None if grace else tools, interrupt, on_text=on_text,
-                                              on_restart=on_restart)
-            except LLMError as exc:
-                if exc.kind == "interrupted":
-                    return interrupted()
-                if exc.kind == "context_overflow" and callbacks.compact is not None and not overflow_retried:
-                    # Never fail for context length without compressing once and retrying the call.
-                    overflow_retried = True
-                    try:
-                        shorter = callbacks.compact(messages, tools, exc)
-                    except StepRefused:
-                        return interrupted()
-                    if shorter is not None:
-                        messages[:] = shorter
-                        continue
-                log.warning(
-                    "turn failed",
-                    extra={"session_key": ctx.session_key, "kind": exc.kind, "status": exc.status},
-                )
-                return TurnResult("error", exc.user_message(), new, exc.kind, iterations)
-            if callbacks.usage is not None:
-                callbacks.usage.add(reply.get("model"), reply.get("usage"), request, reply)
-            iterations += 1
-            activity("model answered")
-
-            tool_calls = reply.get("tool_calls") or []
-            if grace or not tool_calls:
-                text = reply.get("content") or ""
-                if not text.strip():
-                    text = EMPTY_REPLY
-                # Tool calls the model makes in the grace call are dropped: they would never get results.
-                final = {"role": "assistant", "content": text}
-                new.append(final)
-                return TurnResult("ok", text, new, None, iterations)
-
-            parsed, cut = self._normalise_calls(tool_calls)
-            assistant = {"role": "assistant", "content": reply.get("content"), "tool_calls": tool_calls}
-            messages.append(assistant)
-            new.append(assistant)
-            try:
-                step(assistant)  # stored before any of its calls runs
-            except StepRefused:
-                for call, _ in parsed:
-                    self._append_tool(messages, new, call["id"], _INTERRUPTED_RESULT)
-                return interrupted()
-            batch = [(call["function"]["name"], args) for call, args in parsed
-                     if call["function"]["name"] in allowed and call["id"] not in cut]
-            if len(parsed) > 1:
-                # Calls of one batch are independent: let tools start their slow parts (a person's
-                # approval) together, so several prompts can be answered in any order.
-                self.registry.prepare_batch(batch, ctx)
-            try:
-                for n, (call, args) in enumerate(parsed):
-                    if interrupt.is_set():
-                        # Every tool_call_id needs a result or the history is invalid for the next request.
-                        for rest, _ in parsed[n:]:
-                            self._append_tool(messages, new, rest["id"], _INTERRUPTED_RESULT)
-                        return interrupted()
-                    name = call["function"]["name"]
-                    activity(f"tool {name}")
-                    if name not in allowed:
-                        result = json.dumps({"error": f"unknown tool: {name}", "available": sorted(allowed)})
-                    elif call["id"] in cut:
-                        result = _CUT_RESULT
-                    else:
-                        result = self.registry.dispatch(name, args, ctx)
-                    activity(f"tool {name} done")
-                    self._append_tool(messages, new, call["id"], result)
-                    try:
-                        step(new[-1])
-                    except StepRefused:
-                        for rest, _ in parsed[n + 1:]:
-                            self._append_tool(messages, new, rest["id"], _INTERRUPTED_RESULT)
-                        return interrupted()
-            finally:
-                if len(parsed) > 1:
-                    self.registry.finish_batch([name for name, _ in batch], ctx)
-
-    @staticmethod
-    def _append_tool(messages: list[dict[str, Any]], new: list[dict[str, Any]], call_id: str, content: str) -> None:
-        msg = {"role": "tool", "tool_call_id": call_id, "content": content}
-        messages.append(msg)
-        new.append(msg)
+        turn = _Turn(self, [{"role": "system", "content": system_prompt}, *history], interrupt, callbacks, ctx)
+        try:
+            return turn.run(user_content)
+        except StepRefused:
+            # Any step (storing a message, compressing) may refuse: the turn ends there, interrupted.
+            return turn.interrupted()
 
     @staticmethod
     def _normalise_calls(tool_calls: list[dict[str, Any]]
@@ -306,3 +169,163 @@ class Agent:
                     fn["arguments"] = "{}"
             out.append((call, args))
         return out, cut
+
+
+class _Turn:
+    """One run of the loop: its state, and the steps it takes. A ``StepRefused`` from any of them ends the
+    turn; ``Agent.run`` catches it, and ``interrupted`` answers the calls still open."""
+
+    def __init__(self, agent: Agent, messages: list[dict[str, Any]], interrupt: threading.Event,
+                 callbacks: TurnCallbacks, ctx: ToolContext) -> None:
+        self.agent = agent
+        self.messages = messages  # what the model is sent: system prompt, history, this turn
+        self.new: list[dict[str, Any]] = []  # what this turn added
+        self.interrupt = interrupt
+        self.callbacks = callbacks
+        self.ctx = ctx
+        self.iterations = 0
+        # Ids of the current batch's calls that have no result yet: every tool_call_id needs one, or the
+        # history is invalid for the next request.
+        self.open_calls: list[str] = []
+        names = agent.tool_names if agent.tool_names is not None else agent.registry.names(ctx.config)
+        self.allowed = frozenset(names)
+        self.tools = agent.registry.schemas(names) or None
+        self.on_text, self.on_restart = _guarded(callbacks.on_text), _guarded(callbacks.on_text_restart)
+        ctx.extras["on_activity"] = self.activity
+
+    def activity(self, what: str) -> None:
+        try:
+            self.callbacks.on_activity(what)
+        except Exception:
+            # A broken progress/heartbeat sink must not fail the user's turn.
+            log.exception("on_activity callback failed")
+
+    def interrupted(self) -> TurnResult:
+        for call_id in list(self.open_calls):
+            self.answer_call(call_id, _INTERRUPTED_RESULT)
+        text = LLMError("interrupted").user_message()
+        return TurnResult("interrupted", text, self.new, "interrupted", self.iterations)
+
+    def step(self, *msgs: dict[str, Any]) -> None:
+        self.callbacks.on_step(list(msgs))
+
+    def answer_call(self, call_id: str, content: str) -> None:
+        msg = {"role": "tool", "tool_call_id": call_id, "content": content}
+        self.messages.append(msg)
+        self.new.append(msg)
+        if call_id in self.open_calls:
+            self.open_calls.remove(call_id)
+
+    def run(self, user_content: str | list[Any] | None) -> TurnResult:
+        self.start(user_content)
+        overflow_retried = False
+        while True:
+            if self.interrupt.is_set():
+                return self.interrupted()
+            self.compact(None)
+            grace = self.iterations >= self.agent.max_iterations
+            try:
+                reply = self.call_model(grace)
+            except LLMError as exc:
+                if exc.kind == "interrupted":
+                    return self.interrupted()
+                if exc.kind == "context_overflow" and self.callbacks.compact is not None and not overflow_retried:
+                    # Never fail for context length without compressing once and retrying the call.
+                    overflow_retried = True
+                    if self.compact(exc):
+                        continue
+                log.warning(
+                    "turn failed",
+                    extra={"session_key": self.ctx.session_key, "kind": exc.kind, "status": exc.status},
+                )
+                return TurnResult("error", exc.user_message(), self.new, exc.kind, self.iterations)
+            tool_calls = reply.get("tool_calls") or []
+            if grace or not tool_calls:
+                return self.answer(reply)
+            if (stopped := self.run_calls(reply, tool_calls)) is not None:
+                return stopped
+
+    def start(self, user_content: str | list[Any] | None) -> None:
+        if user_content is not None:
+            self.messages.append({"role": "user", "content": user_content})
+            return
+        # Resumed: calls whose results were never stored get a result that says so, not a second run.
+        missing = unanswered_calls(self.messages)
+        for call_id in missing:
+            self.answer_call(call_id, _UNKNOWN_RESULT)
+        if missing:
+            self.step(*self.new)
+
+    def compact(self, error: LLMError | None) -> bool:
+        """Context compression, before a model call (``error`` None) or after one failed for length."""
+        if self.callbacks.compact is None:
+            return False
+        shorter = self.callbacks.compact(self.messages, self.tools, error)
+        if shorter is None:
+            return False
+        self.messages[:] = shorter
+        return True
+
+    def call_model(self, grace: bool) -> dict[str, Any]:
+        if grace:
+            # Budget spent and the model still wants tools: one last call, no tools, asking for an
+            # answer. The note is sent but not persisted; it is an instruction, not conversation.
+            request = [*self.messages, {"role": "user", "content": GRACE_NOTE}]
+            self.activity("model call (final, no tools)")
+        else:
+            request = self.messages
+            self.activity(f"model call {self.iterations + 1}")
+        tools = None if grace else self.tools
+        if self.on_text is None:
+            reply = self.agent.llm.complete(request, tools, self.interrupt)
+        else:
+            reply = self.agent.llm.complete(request, tools, self.interrupt, on_text=self.on_text,
+                                            on_restart=self.on_restart)
+        if self.callbacks.usage is not None:
+            self.callbacks.usage.add(reply.get("model"), reply.get("usage"), request, reply)
+        self.iterations += 1
+        self.activity("model answered")
+        return reply
+
+    def answer(self, reply: dict[str, Any]) -> TurnResult:
+        text = reply.get("content") or ""
+        if not text.strip():
+            text = EMPTY_REPLY
+        # Tool calls the model makes in the grace call are dropped: they would never get results.
+        self.new.append({"role": "assistant", "content": text})
+        return TurnResult("ok", text, self.new, None, self.iterations)
+
+    def run_calls(self, reply: dict[str, Any], tool_calls: list[dict[str, Any]]) -> TurnResult | None:
+        """The model's tool calls, each stored as it completes; a TurnResult if the turn was interrupted."""
+        parsed, cut = self.agent._normalise_calls(tool_calls)
+        assistant = {"role": "assistant", "content": reply.get("content"), "tool_calls": tool_calls}
+        self.messages.append(assistant)
+        self.new.append(assistant)
+        self.open_calls = [call["id"] for call, _ in parsed]
+        self.step(assistant)  # stored before any of its calls runs
+        registry = self.agent.registry
+        batch = [(call["function"]["name"], args) for call, args in parsed
+                 if call["function"]["name"] in self.allowed and call["id"] not in cut]
+        if len(parsed) > 1:
+            # Calls of one batch are independent: let tools start their slow parts (a person's
+            # approval) together, so several prompts can be answered in any order.
+            registry.prepare_batch(batch, self.ctx)
+        try:
+            for call, args in parsed:
+                if self.interrupt.is_set():
+                    return self.interrupted()
+                name = call["function"]["name"]
+                self.activity(f"tool {name}")
+                if name not in self.allowed:
+                    result = json.dumps({"error": f"unknown tool: {name}", "available": sorted(self.allowed)})
+                elif call["id"] in cut:
+                    result = _CUT_RESULT
+                else:
+                    result = registry.dispatch(name, args, self.ctx)
+                self.activity(f"tool {name} done")
+                self.answer_call(call["id"], result)
+                self.step(self.new[-1])
+        finally:
+            if len(parsed) > 1:
+                registry.finish_batch([name for name, _ in batch], self.ctx)
+        return None

@@ -292,6 +292,12 @@ async def run(args: argparse.Namespace) -> int:
         llm.stop()
         await soak.tg.stop()
 
+    return verdict(args, soak, runs, samples, code)
+
+
+def verdict(args: argparse.Namespace, soak: Soak, runs: list[dict[str, Any]], samples: list[dict[str, float]],
+            code: int | None) -> int:
+    """Prints what the soak found; 1 when something was lost, doubled or kept growing."""
     asked, answered = soak.counts()
     lost = asked - answered
     doubled = sum(1 for chat, qs in soak.asked.items() for q in qs if soak.answers[chat][q] > 1)

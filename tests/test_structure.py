@@ -8,6 +8,7 @@ inside functions: a circle of types is still a circle), so it stays true as the 
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
 import pytest
@@ -223,3 +224,25 @@ def test_the_top_of_gateway_holds_only_the_composition_root_and_shared_names() -
     """A newcomer reads ``ls gateway/`` and sees the rooms: every other module lives in a package by concern."""
     top = sorted(p.stem for p in (ROOT / "gateway").glob("*.py"))
     assert set(top) <= {"__init__", "runner", "ports", "config"}, top
+
+
+def _python_files() -> list[Path]:
+    """The repo's own Python files, schema migrations aside (each is one long, linear script)."""
+    skip = {".venv", ".git", "migrations", "node_modules", "__pycache__", ".pytest_cache"}
+    found = []
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d not in skip]
+        found += [Path(folder, f) for f in files if f.endswith(".py")]
+    return sorted(found)
+
+
+def test_functions_stay_short() -> None:
+    """One job per function: past 100 lines a function is doing several (named steps read better)."""
+    long = []
+    for path in _python_files():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = node.end_lineno - node.lineno + 1
+                if length > 100:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {length} lines")
+    assert long == [], "functions over 100 lines:\n" + "\n".join(long)

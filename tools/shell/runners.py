@@ -14,6 +14,7 @@ import os
 import posixpath
 import re
 import shlex
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tools.shell.engine import UNKNOWN_INPUT
@@ -77,6 +78,52 @@ WRAPPERS: dict[str, tuple[str, tuple[str, ...], str]] = {
 _PY_MODULES = frozenset({"json.tool", "this", "platform", "sysconfig", "site", "tokenize", "ast", "dis",
                          "calendar", "uuid", "base64", "quopri", "py_compile", "tabnanny", "pyclbr", "timeit",
                          "locale", "mimetypes", "sqlite3"})
+
+
+@dataclass(frozen=True)
+class _Interpreter:
+    """How an interpreter's short options read: each string is a set of option letters."""
+
+    code: str  # the value is code to run (``python -c CODE``)
+    code_ends_options: bool = False  # what follows the code is the program's own argv
+    arg: str = ""  # takes a value that is neither code nor a file to run (``python -W default``)
+    loads_settings: str = ""  # of ``arg``: the value loads code or settings from elsewhere (``ruby -r``)
+    chdir: str = ""  # of ``arg``: the value is the directory it runs in (``ruby -C DIR``)
+    attached: str = ""  # the rest of the word is the option's own value (``perl -MPOSIX``)
+    files: str = ""  # the value is a script to run (``awk -f FILE``)
+    module: str = ""  # the value is a module to run (``python -m``)
+    loads: str = ""  # the value is code loaded from elsewhere (``awk -i FILE``)
+    in_place: str = ""  # edits its operands in place (``perl -i``)
+    check: str = ""  # only checks the syntax (``ruby -c``; ``perl -c`` still runs BEGIN blocks)
+    check_long: bool = False  # ``--check``, ``--syntax-check``, ``--version``, ``--help`` run nothing
+    runs_project: tuple[str, ...] = ()  # options that run project code that is not on the command line
+    program_operand: bool = False  # without code or a file, the first operand is the program
+
+
+_INTERPRETERS = {
+    "python": _Interpreter(code="c", code_ends_options=True, module="m", arg="WX"),
+    "perl": _Interpreter(code="eE", in_place="i", arg="I", loads_settings="I", attached="MmxlF0dCDV"),
+    "ruby": _Interpreter(code="e", in_place="i", arg="rICEF", loads_settings="rI", chdir="C",
+                         attached="iWTKx0l", check="c"),
+    "node": _Interpreter(code="ep", arg="r", loads_settings="r", check_long=True,
+                         runs_project=("--test", "--run", "--watch")),
+    "php": _Interpreter(code="rBRE", code_ends_options=True, files="f", arg="dcz", loads_settings="dc", check="l",
+                        check_long=True, runs_project=("-S",)),
+    "lua": _Interpreter(code="e", arg="l", loads_settings="l"),
+    "awk": _Interpreter(code="e", files="f", loads="il", arg="vFE", program_operand=True),
+}
+
+
+@dataclass
+class _InterpreterRun:
+    """What an interpreter's command line runs."""
+
+    codes: list[Word] = field(default_factory=list)
+    files: list[Word] = field(default_factory=list)
+    module: Word | None = None
+    in_place: bool = False
+    check_only: bool = False
+    operands: list[Word] = field(default_factory=list)
 
 
 class Runners(_Base):
@@ -292,16 +339,43 @@ class Runners(_Base):
                 self.run_file(Word(posixpath.join(ws, f)), "shell", f"{name} start-up file {f}", feed=None)
 
     def interpreter(self, name: str, lang: str, args: list[Word]) -> None:
-        codes: list[Word] = []
-        files: list[Word] = []
-        in_place = check_only = False
-        code_flags = {"python": "c", "perl": "eE", "ruby": "e", "node": "ep", "php": "rBRE", "lua": "e",
-                      "awk": ""}[lang]
-        arg_flags = {"python": "mWX", "perl": "I", "ruby": "rICEF", "node": "r", "php": "fdcz", "lua": "l",
-                     "awk": "fvFeilE"}[lang]
-        attached = {"perl": "MmxlF0dCDV", "ruby": "iWTKx0l", "python": "", "node": "", "php": "", "lua": "",
-                    "awk": ""}[lang]
-        module: Word | None = None
+        spec = _INTERPRETERS[lang]
+        run = self.interpreter_options(name, spec, args)
+        if run is None:
+            return
+        operands = run.operands
+        if run.check_only and not run.codes:
+            return
+        if lang == "python" and python_user_site(self.ctx.workspace):
+            self.add("dangerous", "python runs code installed in the sandbox's home (~/.local: .pth files, packages)",
+                     own=False)
+        if run.module is not None:
+            self.python_module(run.module, operands)
+            return
+        if spec.program_operand and not run.codes and not run.files and operands:
+            run.codes.append(operands[0])
+            operands = operands[1:]
+        how = f"{name} code"
+        for c in run.codes:
+            if c.dynamic:
+                self.add("dangerous", f"{name} runs code that is only known at run time", own=False)
+            else:
+                self.run_code(lang, c.text, how, base=self.ctx.cwd)
+        for f in run.files:
+            self.run_file(f, lang, f"{name} {f.text}")
+        if not run.codes and not run.files:
+            if operands and operands[0].text != "-":
+                self.run_file(operands[0], lang, f"{name} {operands[0].text}")
+                operands = operands[1:]
+            else:
+                self.stdin_code(name, lang, self.cur_feed)
+        if run.in_place:
+            for f in operands:
+                self.write(f, f"{name} -i edits in place", glob_ok=True)
+
+    def interpreter_options(self, name: str, spec: _Interpreter, args: list[Word]) -> _InterpreterRun | None:
+        """What an interpreter's options make it run (None: nothing more to check, a finding is added)."""
+        run = _InterpreterRun()
         i = 0
         stop = False
         while i < len(args) and not stop:
@@ -312,22 +386,22 @@ class Runners(_Base):
                 break
             if t in ("--eval", "--print") or t.startswith(("--eval=", "--print=")):
                 val = t.partition("=")[2]
-                codes.append(Word(val, w.dynamic) if "=" in t else args[i] if i < len(args) else Word(""))
+                run.codes.append(Word(val, w.dynamic) if "=" in t else args[i] if i < len(args) else Word(""))
                 i += 0 if "=" in t else 1
                 continue
-            if t in ("--check", "--syntax-check", "--version", "--help") and lang in ("node", "php"):
-                check_only = True
+            if spec.check_long and t in ("--check", "--syntax-check", "--version", "--help"):
+                run.check_only = True
                 continue
-            if (lang == "node" and t.split("=")[0] in ("--test", "--run", "--watch")) or (lang == "php" and t == "-S"):
+            if (t.split("=")[0] if t.startswith("--") else t) in spec.runs_project:
                 self.add("dangerous", f"{name} {t} runs project code (tests, scripts or a server) that is not on "
                                       "the command line")
-                return
+                return None
             if t in ("--require", "--import", "--loader", "--experimental-loader", "--source", "--include",
                      "--load", "--file", "--exec") and i < len(args):
                 if t == "--source":
-                    codes.append(args[i])
+                    run.codes.append(args[i])
                 elif t == "--file":
-                    files.append(args[i])
+                    run.files.append(args[i])
                 else:
                     self.add("dangerous", f"{name} {t} loads code that is not on the command line")
                 i += 1
@@ -337,76 +411,46 @@ class Runners(_Base):
                     continue
                 i -= 1
                 break
-            for j, ch in enumerate(t[1:], start=1):
-                rest = t[j + 1:]
-                if ch in code_flags:
-                    codes.append(Word(rest, w.dynamic) if rest else args[i] if i < len(args) else Word(""))
-                    i += 0 if rest or i >= len(args) else 1
-                    stop = lang in ("python", "php")  # what follows is the program's own argv
-                    break
-                if ch == "i" and lang in ("perl", "ruby"):
-                    in_place = True
-                    break
-                if (lang == "python" and ch == "m") or (lang == "awk" and ch == "f") or (lang == "php" and ch == "f"):
-                    target = Word(rest, w.dynamic) if rest else args[i] if i < len(args) else Word("")
-                    i += 0 if rest or i >= len(args) else 1
-                    if ch == "m":
-                        module = target
-                        stop = True
-                    else:
-                        files.append(target)
-                    break
-                if (lang == "awk" and ch in "e") or (lang == "awk" and ch in "il"):
-                    target = Word(rest, w.dynamic) if rest else args[i] if i < len(args) else Word("")
-                    i += 0 if rest or i >= len(args) else 1
-                    if ch == "e":
-                        codes.append(target)
-                    else:
-                        self.add("dangerous", f"{name} -{ch} loads code that is not on the command line")
-                    break
-                if ch in arg_flags:
-                    if not rest:
-                        i += 1
-                    if (lang == "ruby" and ch == "C") or (lang == "perl" and ch == "x"):
-                        self.ctx.cds.append(None)
-                    if (lang, ch) in (("ruby", "r"), ("ruby", "I"), ("lua", "l"), ("perl", "I"), ("php", "d"),
-                                      ("node", "r"), ("php", "c")):
-                        self.add("dangerous", f"{name} -{ch} loads code or settings that are not on the command "
-                                              "line")
-                    break
-                if ch in attached:
-                    break
-                if (ch == "c" and lang in ("perl", "ruby")) or (ch == "l" and lang == "php"):
-                    check_only = True
-        operands = args[i:]
-        if check_only and not codes and lang != "perl":
-            return
-        if lang == "python" and python_user_site(self.ctx.workspace):
-            self.add("dangerous", "python runs code installed in the sandbox's home (~/.local: .pth files, packages)",
-                     own=False)
-        if module is not None:
-            self.python_module(module, operands)
-            return
-        if lang == "awk" and not codes and not files and operands:
-            codes.append(operands[0])
-            operands = operands[1:]
-        how = f"{name} code"
-        for c in codes:
-            if c.dynamic:
-                self.add("dangerous", f"{name} runs code that is only known at run time", own=False)
-            else:
-                self.run_code(lang, c.text, how, base=self.ctx.cwd)
-        for f in files:
-            self.run_file(f, lang, f"{name} {f.text}")
-        if not codes and not files:
-            if operands and operands[0].text != "-":
-                self.run_file(operands[0], lang, f"{name} {operands[0].text}")
-                operands = operands[1:]
-            else:
-                self.stdin_code(name, lang, self.cur_feed)
-        if in_place:
-            for f in operands:
-                self.write(f, f"{name} -i edits in place", glob_ok=True)
+            i, stop = self.interpreter_letters(name, spec, args, i, run)
+        run.operands = args[i:]
+        return run
+
+    def interpreter_letters(self, name: str, spec: _Interpreter, args: list[Word], i: int, run: _InterpreterRun,
+                            ) -> tuple[int, bool]:
+        """One word of short options, ``args[i - 1]``: the index of the next word, and whether the options end."""
+        w = args[i - 1]
+        t = w.text
+        for j, ch in enumerate(t[1:], start=1):
+            rest = t[j + 1:]
+            # The option's value: the rest of this word, or else the next word.
+            value = Word(rest, w.dynamic) if rest else args[i] if i < len(args) else Word("")
+            then = i if rest or i >= len(args) else i + 1
+            if ch in spec.code:
+                run.codes.append(value)
+                return then, spec.code_ends_options
+            if ch in spec.in_place:
+                run.in_place = True
+                return i, False
+            if ch in spec.module:
+                run.module = value
+                return then, True
+            if ch in spec.files:
+                run.files.append(value)
+                return then, False
+            if ch in spec.loads:
+                self.add("dangerous", f"{name} -{ch} loads code that is not on the command line")
+                return then, False
+            if ch in spec.arg:
+                if ch in spec.chdir:
+                    self.ctx.cds.append(None)
+                if ch in spec.loads_settings:
+                    self.add("dangerous", f"{name} -{ch} loads code or settings that are not on the command line")
+                return (i if rest else i + 1), False
+            if ch in spec.attached:
+                return i, False
+            if ch in spec.check:
+                run.check_only = True
+        return i, False
 
     def python_module(self, module: Word, args: list[Word]) -> None:
         if module.dynamic:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -25,22 +24,13 @@ async def rows(runner: Any, table: Any, *where: Any) -> list[dict[str, Any]]:
     return await runner.store.run_read(lambda conn: [dict(r._mapping) for r in conn.execute(stmt)])
 
 
-async def eventually(probe: Callable[[], Awaitable[Any]], timeout: float = 10.0) -> Any:
-    """What ``probe`` returns once it is truthy (things done after the reply went out, such as a title)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not (value := await probe()):
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("timed out")
-        await asyncio.sleep(0.02)
-    return value
-
-
 async def titled(runner: Any, key: str = "qa:dm:c1") -> dict[str, Any]:
     async def probe() -> dict[str, Any] | None:
         row = await runner.store.sessions.active(key)
         return row if row and row["title"] else None
 
-    return await eventually(probe)
+    # Titled after the reply went out.
+    return await wait_until(probe, what=f"a title for {key}")
 
 
 async def ask(qa: Any, text: str, expect: str, chat_id: str = "c1", user_id: str = "u1", chat_type: str = "dm",

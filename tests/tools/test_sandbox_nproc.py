@@ -4,7 +4,9 @@ and processes meanwhile.
 
 The kernel does not apply RLIMIT_NPROC to root, so when the tests run as root the daemon's side (tools.sandbox
 driving bwrap) runs as ``nobody`` in a child process, as Herald runs under its own user in production. That
-child is itself held to SAFETY_NET tasks, so a regression cannot take the machine's pids with it.
+child is itself held to SAFETY_NET tasks, so a regression cannot take the machine's pids with it. ``nobody``
+may not be able to enter the checkout (a root user's clone under /root, a ``mktemp -d`` folder): the child
+imports a copy of the ``tools`` package from a temporary folder anyone can read.
 """
 
 from __future__ import annotations
@@ -113,20 +115,25 @@ def test_a_fork_bomb_stops_at_the_cap_and_the_daemon_is_unaffected() -> None:
         pytest.skip("no python the daemon's user can run")
     as_root = os.getuid() == 0
     ws = Path(tempfile.mkdtemp(prefix="herald-nproc-", dir="/var/tmp"))
+    lib = Path(tempfile.mkdtemp(prefix="herald-nproc-lib-", dir="/var/tmp"))
     try:
         if as_root:
             os.chown(ws, NOBODY, NOBODY)
+        shutil.copytree(REPO / "tools", lib / "tools", ignore=shutil.ignore_patterns("__pycache__"))
+        for path in [lib, *lib.rglob("*")]:  # readable whatever the checkout's own modes
+            path.chmod(0o755 if path.is_dir() else 0o644)
         # The safety net: lowered in the child (after it became nobody), so only the daemon's user is held.
         cmd = ["/bin/bash", "-c", 'ulimit -u "$1" && shift && exec "$@"', "net", str(SAFETY_NET),
                python, "-c", DAEMON, str(ws), str(CAP), str(SECONDS)]
         res = subprocess.run(cmd, user=NOBODY if as_root else None, group=NOBODY if as_root else None,
                              extra_groups=[] if as_root else None, capture_output=True, text=True, cwd=ws,
-                             env={"PATH": sandbox.DEFAULT_PATH, "PYTHONPATH": str(REPO)}, timeout=SECONDS + 60)
+                             env={"PATH": sandbox.DEFAULT_PATH, "PYTHONPATH": str(lib)}, timeout=SECONDS + 60)
         assert res.returncode == 0, res.stderr
         out = json.loads(res.stdout.strip().splitlines()[-1])
         log = (ws / "bomb.log").read_text(errors="replace")
     finally:
         shutil.rmtree(ws, ignore_errors=True)
+        shutil.rmtree(lib, ignore_errors=True)
     assert out["scope"] in ("sandbox", "uid"), out
     # The cap held: the user's tasks never went far past what the daemon itself runs plus the cap (the sandbox's
     # own bwrap process and sampling slack aside), nowhere near the safety net.

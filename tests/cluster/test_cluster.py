@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.fakes.llm import Reply, message_text
+from tests.support.polling import wait_until
 
 
 @pytest.fixture
@@ -69,14 +70,12 @@ class Cluster:
 
 
 async def wait_all(cluster: Cluster, expected: dict[str, int], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if all(len(cluster.replies(chat)) >= n for chat, n in expected.items()):
-            return
-        await asyncio.sleep(0.05)
-    missing = {chat: (len(cluster.replies(chat)), n) for chat, n in expected.items()
-               if len(cluster.replies(chat)) < n}
-    raise AssertionError(f"not answered in time (got, expected): {missing}")
+    def missing() -> dict[str, tuple[int, int]]:
+        return {chat: (len(cluster.replies(chat)), n) for chat, n in expected.items()
+                if len(cluster.replies(chat)) < n}
+
+    await wait_until(lambda: not missing(), timeout,
+                     what=lambda: f"every message answered (missing, got and expected: {missing()})")
 
 
 async def test_three_instances_answer_every_message_once_in_order_one_turn_at_a_time(
@@ -104,7 +103,7 @@ async def test_a_message_taken_elsewhere_waits_for_the_running_turn_of_its_sessi
         cluster_db, make_runner, fake_llm):
     (_a, qa_a), (_b, qa_b) = [await make_runner(db_url=cluster_db) for _ in range(2)]
     await qa_a.say("[sleep=1.5] first", chat_id="s", message_id="1")
-    await asyncio.sleep(0.3)
+    await wait_until(lambda: fake_llm.requests, what="the first turn asked the model")  # it thinks 1.5 s
     await qa_b.say("second", chat_id="s", message_id="2")  # lands on the other instance while the first turn runs
     await qa_a.wait_for(lambda t: len([x for x in t if x.startswith("echo:")]) == 2, chat_id="s", timeout=15)
     assert [t for t in qa_a.texts("s") if t.startswith("echo:")] == ["echo: [sleep=1.5] first", "echo: second"]
@@ -116,9 +115,9 @@ async def test_a_message_taken_elsewhere_waits_for_the_running_turn_of_its_sessi
 async def test_stop_sent_to_another_instance_stops_the_owners_turn(cluster_db, make_runner, fake_llm):
     (a, qa_a), (b, qa_b) = [await make_runner(db_url=cluster_db) for _ in range(2)]
     await qa_a.say("[sleep=20] long one", chat_id="s", message_id="1")
-    await wait_for(lambda: a.lanes.running() == 1)
+    await wait_until(lambda: a.lanes.running() == 1)
     await qa_b.say("/stop", chat_id="s", message_id="2")
-    await wait_for(lambda: a.lanes.running() == 0, timeout=10)
+    await wait_until(lambda: a.lanes.running() == 0, timeout=10)
     await qa_a.wait_for(lambda t: any("Stopped" in x or "stopped" in x for x in t), chat_id="s", timeout=10)
     assert b.lanes.running() == 0
 
@@ -129,20 +128,12 @@ async def test_a_stopped_owner_hands_its_sessions_over_with_their_queue_in_order
     await qa_a.say("[sleep=3] one", chat_id="s", message_id="1")
     await qa_b.say("two", chat_id="s", message_id="2")
     await qa_b.say("three", chat_id="s", message_id="3")
-    await wait_for(lambda: a.lanes.waiting() == 2)
+    await wait_until(lambda: a.lanes.waiting() == 2)
     await a.shutdown()  # drain cut short: "one" stays unfinished, "two" and "three" were never started
     await qa_b.say("four", chat_id="s", message_id="4")
     await qa_b.wait_for(lambda t: len([x for x in t if x.startswith("echo:")]) == 4, chat_id="s", timeout=30)
     assert [t for t in qa_b.texts("s") if t.startswith("echo:")] == [
         "echo: [sleep=3] one", "echo: two", "echo: three", "echo: four"]
-
-
-async def wait_for(predicate: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
 
 
 async def test_a_newly_paired_user_is_told_once_by_one_of_the_instances(cluster_db, make_runner, fake_llm):
@@ -157,7 +148,7 @@ async def test_a_newly_paired_user_is_told_once_by_one_of_the_instances(cluster_
     await cluster.runners[0].store.run_write(lambda conn: conn.execute(insert(paired_users).values(
         platform="qa", user_id="stranger", chat_id="dm-stranger", approved_by="cli", approved_at=time.time(),
         notified_at=None)))
-    await wait_for(lambda: any(text == APPROVED_TEXT for _, _, text in cluster.sent), timeout=10)
+    await wait_until(lambda: any(text == APPROVED_TEXT for _, _, text in cluster.sent), timeout=10)
     await asyncio.sleep(2 * cluster.runners[0].pairing.refresh_seconds + 3)  # every instance looked again
     assert [text for _, chat, text in cluster.sent if chat == "dm-stranger"] == [APPROVED_TEXT]
 
@@ -184,7 +175,7 @@ async def test_an_approval_answered_through_another_instance_is_decided_where_it
     assert victim.exists() and len(a.approvals.pending) == 1 and b.approvals.pending == {}
     notice = await qa_b.click(prompt.message.buttons[0].id, chat_id="s")  # "Approve once", via instance b
     assert notice == "Approved once."
-    await wait_for(lambda: not victim.exists(), timeout=10)
+    await wait_until(lambda: not victim.exists(), timeout=10)
     assert a.approvals.pending == {}
     assert any(chat == "s" and text and "Approved once" in text for chat, _mid, text in qa_a.edits)
     # A second answer to it, anywhere, finds it decided.
@@ -214,13 +205,13 @@ async def test_a_reset_from_another_instances_dashboard_stops_the_owners_turn(cl
     web = {"platforms": {"web": {"enabled": True}}}
     (a, qa_a), (b, _qa_b) = [await make_runner(web, db_url=cluster_db) for _ in range(2)]
     await qa_a.say("[sleep=20] long one", chat_id="s", message_id="1")
-    await wait_for(lambda: a.lanes.running() == 1 and a.sessions.peek("qa:dm:s") is not None)
+    await wait_until(lambda: a.lanes.running() == 1 and a.sessions.peek("qa:dm:s") is not None)
     old = a.sessions.peek("qa:dm:s")
     token = b.adapters["web"].token
     async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http, http.post(
             f"http://127.0.0.1:{b.http_port}/api/v1/dashboard/sessions/reset", json={"key": "qa:dm:s"}) as resp:
         assert resp.status == 200
-    await wait_for(lambda: a.lanes.running() == 0, timeout=10)
+    await wait_until(lambda: a.lanes.running() == 0, timeout=10)
     assert a.sessions.peek("qa:dm:s") is None  # its cached row (now ended) is not used for the next turn
     await qa_a.say("after the reset", chat_id="s", message_id="2")
     await qa_a.wait_for(lambda t: "echo: after the reset" in t, chat_id="s", timeout=10)
@@ -288,9 +279,10 @@ async def test_a_turn_whose_message_was_taken_over_stores_nothing_more_and_runs_
     fake_llm.script(ToolCall("memory", {"action": "add", "content": "taken over"}, delay=1.0), Reply("done"))
     assert await qa.say("remember this", chat_id="s", message_id="1")
     [row] = await runner.store.run_read(lambda c: c.execute(inbox.select()).mappings().all())  # stored on accept
-    await asyncio.sleep(0.3)  # the model is thinking
+    await wait_until(lambda: fake_llm.requests, what="the model asked")  # and it thinks for a while
     await runner.store.run_write(lambda c: c.execute(inbox.update().values(owner="elsewhere:1:1:x")))
-    await asyncio.sleep(1.5)  # the model answered with its tool call meanwhile
+    # The model answers with its tool call; the turn finds the message taken and ends.
+    await wait_until(lambda: runner.lanes.running() == 0, what="the stalled turn ended")
     assert len(fake_llm.requests) == 1  # the call was not run: no tool result went back to the model
     stored = await runner.store.run_read(lambda c: c.execute(
         messages.select().where(messages.c.inbox_id == row["id"])).mappings().all())

@@ -12,6 +12,7 @@ from cron.jobs import JobError, build_job, operator_script, public_job
 from cron.scheduler import CronScheduler
 from gateway.platforms.base import PermanentError, Source
 from tests.fakes.llm import Reply
+from tests.support.polling import wait_until
 
 T0 = 1_900_000_000.0  # a fixed "now" far from the wall clock: nothing here depends on real time
 ORIGIN = Source("qa", "c1", "u1")
@@ -245,7 +246,8 @@ async def test_a_delivery_cut_off_by_a_restart_is_finished_once_by_the_next_proc
     job = await create(sched, schedule="10m", script="echo the report", no_agent=True)
     clock.t += 600
     await sched.tick()
-    await wait_for(lambda: sched.store.runs(job["id"]), lambda rs: rs and rs[0]["delivery_attempts"] == 1)
+    await wait_until(lambda: newest_run(sched, job["id"], lambda r: r["delivery_attempts"] == 1),
+                     what="the first delivery attempt")
     # The process dies while waiting to retry: its tasks vanish, the run's delivery claim stays behind.
     for task in [*sched._tasks]:
         task.cancel()
@@ -277,7 +279,7 @@ async def test_a_run_cut_off_by_a_stop_is_reported_to_its_chat_by_the_next_proce
     job = await create(sched, schedule="10m", prompt="[sleep=5] long work", name="long")
     clock.t += 600
     await sched.tick()
-    await wait_for(lambda: sched.store.runs(job["id"]), lambda rs: rs and rs[0]["delivery_text"])
+    await wait_until(lambda: newest_run(sched, job["id"], lambda r: r["delivery_text"]), what="the run's claim written")
     await sched.stop()
     [run] = await runs(sched, job["id"])
     assert run["status"] == "failed" and run["error"].startswith("interrupted")
@@ -330,7 +332,7 @@ async def test_a_run_claims_its_interrupted_notice_only_for_as_long_as_it_may_ru
     job = await create(sched, schedule="10m", script="sleep 0.5; echo done", no_agent=True, name="busy")
     clock.t += 600
     await sched.tick()
-    await wait_for(lambda: sched.store.runs(job["id"]), lambda rs: rs and rs[0]["delivery_text"])
+    await wait_until(lambda: newest_run(sched, job["id"], lambda r: r["delivery_text"]), what="the run's claim written")
     other = CronScheduler(runner.cron_host(), now=clock)
     await other.start(timer=False)
     clock.t += 86_400  # the wall clock jumps: the claim looks expired, but the run is this process's own
@@ -362,7 +364,8 @@ async def test_a_delivery_taken_over_sends_only_the_chunks_that_were_not_out(mak
     job = await create(sched, schedule="10m", script="seq 1 2500", no_agent=True)  # ~11 KB: three chunks
     clock.t += 600
     await sched.tick()
-    await wait_for(lambda: sched.store.runs(job["id"]), lambda rs: rs and rs[0]["delivery_attempts"] == 1)
+    await wait_until(lambda: newest_run(sched, job["id"], lambda r: r["delivery_attempts"] == 1),
+                     what="the first delivery attempt")
     for task in [*sched._tasks]:
         task.cancel()
     await asyncio.gather(*sched._tasks, return_exceptions=True)
@@ -394,7 +397,8 @@ async def test_a_live_deliverers_claim_is_respected_until_its_lease_runs_out(mak
     job = await create(sched, schedule="10m", script="echo later", no_agent=True)
     clock.t += 600
     await sched.tick()
-    await wait_for(lambda: sched.store.runs(job["id"]), lambda rs: rs and rs[0]["delivery_attempts"] == 1)
+    await wait_until(lambda: newest_run(sched, job["id"], lambda r: r["delivery_attempts"] == 1),
+                     what="the first delivery attempt")
     # Another machine's process owns it (not checkable from here) and is still within its lease.
     await runner.store.run_write(lambda c: c.execute(cron_runs.update().values(delivery_owner="elsewhere:1")))
     for task in [*sched._tasks]:
@@ -411,13 +415,10 @@ async def test_a_live_deliverers_claim_is_respected_until_its_lease_runs_out(mak
     assert (run["delivery_status"], run["delivery_attempts"]) == ("delivered", 2) and len(qa.texts("c1")) == 1
 
 
-async def wait_for(fetch: Any, ok: Any, timeout: float = 10.0) -> Any:
-    for _ in range(int(timeout / 0.02)):
-        value = await fetch()
-        if ok(value):
-            return value
-        await asyncio.sleep(0.02)
-    raise AssertionError("condition not met")
+async def newest_run(sched: CronScheduler, job_id: str, ok: Any) -> dict[str, Any] | None:
+    """The job's newest run once ``ok`` holds for it."""
+    found = await sched.store.runs(job_id)
+    return found[0] if found and ok(found[0]) else None
 
 
 async def test_a_job_never_overlaps_itself(make_runner):

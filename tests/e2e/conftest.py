@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from tests.fakes.llm import FakeLLMThread
+from tests.support.polling import wait_until_sync
 
 REPO = Path(__file__).resolve().parents[2]
 HERALD_BIN = Path(sys.executable).with_name("herald")
@@ -204,14 +205,14 @@ class Herald:
     def wait_for(self, chat_id: str, predicate: Callable[[list[dict[str, Any]]], Any],
                  timeout: float = 10.0) -> list[dict[str, Any]]:
         """Poll the chat until ``predicate(messages)`` is truthy; fail with the last messages if it never is."""
-        deadline = time.monotonic() + timeout
-        while True:
-            msgs = self.messages(chat_id)
-            if predicate(msgs):
-                return msgs
-            if time.monotonic() > deadline:
-                raise AssertionError(f"condition not met within {timeout}s; chat {chat_id!r} has: {msgs}")
-            time.sleep(0.05)
+        seen: list[dict[str, Any]] = []
+
+        def met() -> Any:
+            seen[:] = self.messages(chat_id)
+            return predicate(seen)
+
+        wait_until_sync(met, timeout, what=lambda: f"a condition on chat {chat_id!r} (it has: {seen})", interval=0.05)
+        return seen
 
     def wait_for_replies(self, chat_id: str, n: int, timeout: float = 10.0,
                          match: Callable[[str], bool] | None = None) -> list[str]:
@@ -234,17 +235,6 @@ class Herald:
                 with contextlib.suppress(ValueError):
                     events.append(json.loads(line))
         return events
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout}s")
-        time.sleep(0.02)
 
 
 class EventStream:

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import HERALD_BIN, REPO, Herald, wait_until
+from tests.e2e.conftest import HERALD_BIN, REPO, Herald
+from tests.support.polling import wait_until_sync
 
 pytestmark = pytest.mark.e2e
 
@@ -36,7 +37,7 @@ def press(herald: Herald, chat: str, button_id: str, user_id: str) -> dict[str, 
     try:
         resp = herald.request("POST", f"/api/v1/chats/{chat}/buttons/{button_id}", {"user_id": user_id})
         assert resp.status == 202, (resp.status, resp.body)
-        wait_until(lambda: any(e == "notice" for e, _ in stream.frames), what="the presser's notice")
+        wait_until_sync(lambda: any(e == "notice" for e, _ in stream.frames), what="the presser's notice")
         return {"notice": next(d["text"] for e, d in stream.frames if e == "notice")}
     finally:
         stream.close()

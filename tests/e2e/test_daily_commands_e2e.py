@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Herald, wait_until
+from tests.e2e.conftest import Herald
 from tests.fakes.llm import FakeLLMThread, Hang, Reply, message_text
+from tests.support.polling import wait_until_sync
 
 pytestmark = pytest.mark.e2e
 
@@ -39,7 +40,7 @@ def test_retry_is_asked_without_the_old_answer_and_answered_once_across_a_crash(
     # The retried turn hangs; the daemon dies in it; the next one answers the retry from its inbox row.
     fake_llm.script(Hang(60), Reply("Lima, certainly"))
     herald.post("/retry", chat_id="r")
-    wait_until(lambda: len(fake_llm.requests) >= 2, timeout=20, what="the retried turn asked the model")
+    wait_until_sync(lambda: len(fake_llm.requests) >= 2, timeout=20, what="the retried turn asked the model")
     assert herald.proc is not None
     herald.proc.send_signal(signal.SIGKILL)
     herald.proc.wait(10)

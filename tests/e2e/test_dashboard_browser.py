@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import HERALD_BIN, Herald, wait_until
+from tests.e2e.conftest import HERALD_BIN, Herald
 from tests.e2e.test_web_browser import browser_page, web_url  # noqa: F401 - the fixture
+from tests.support.polling import wait_until_sync
 
 pytestmark = pytest.mark.e2e
 # The page's Content-Security-Policy (default-src 'self') forbids eval, so waits go through locators
@@ -63,7 +64,7 @@ def test_the_dashboard_in_a_browser(herald: Herald, browser_page: Any, tmp_path:
 
     row.get_by_role("button", name="Approve once").click()
     expect(page.locator("#notice")).to_have_text("Approved once.")
-    wait_until(lambda: not target.exists(), 15, "the approved command ran")
+    wait_until_sync(lambda: not target.exists(), 15, "the approved command ran")
     # The chat's prompt was edited the way a press there edits it, naming the operator.
     msgs = herald.wait_for("ops", lambda ms: any("Approved once by the operator (dashboard)" in m["text"]
                                                  for m in ms), 10)

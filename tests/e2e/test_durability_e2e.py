@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import Herald, wait_until
+from tests.e2e.conftest import Herald
 from tests.fakes.llm import FakeLLMThread, Hang, Reply, ToolCall
+from tests.support.polling import wait_until_sync
 
 PG_URL = os.environ.get("HERALD_TEST_DATABASE_URL")
 
@@ -29,7 +30,7 @@ async def test_a_second_daemon_on_the_same_postgresql_leaves_a_turn_in_flight_al
     async with fresh_pg_database() as url:
         first = make_herald({"database": {"url": url}})
         first.post("[sleep=4] the slow one", chat_id="inflight")
-        wait_until(lambda: model_calls_about(fake_llm, "the slow one"), what="the first daemon's turn started")
+        wait_until_sync(lambda: model_calls_about(fake_llm, "the slow one"), what="the first daemon's turn started")
         second = make_herald({"database": {"url": url}})  # starts (and recovers) while the turn runs
         replies = first.wait_for_replies("inflight", 1, timeout=20)
         await asyncio.sleep(1.5)  # room for a wrong second answer to arrive
@@ -49,7 +50,7 @@ def test_a_daemon_killed_after_a_tool_ran_resumes_without_running_it_again(
         Reply("the command ran once"),
     )
     herald.post("append a line", chat_id="kill")
-    wait_until(lambda: len(fake_llm.requests) >= 2, timeout=20, what="the tool ran and the model was asked again")
+    wait_until_sync(lambda: len(fake_llm.requests) >= 2, timeout=20, what="the tool ran and the model was asked again")
     assert counter.read_text() == "ran\n"
     assert herald.proc is not None
     herald.proc.send_signal(signal.SIGKILL)

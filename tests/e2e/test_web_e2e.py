@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import API_KEY, Herald, wait_until
+from tests.e2e.conftest import API_KEY, Herald
 from tests.fakes.llm import FakeLLMThread, last_user_message, message_text
+from tests.support.polling import wait_until_sync
 
 pytestmark = pytest.mark.e2e
 
@@ -61,7 +62,7 @@ def test_tool_call_output_reaches_the_chat(herald: Herald, fake_llm: FakeLLMThre
 
 def test_busy_session_queues_and_answers_in_order(herald: Herald, fake_llm: FakeLLMThread) -> None:
     herald.post("[sleep=1.5] first", chat_id="busy")
-    wait_until(lambda: model_saw(fake_llm, "first"), what="first turn started")
+    wait_until_sync(lambda: model_saw(fake_llm, "first"), what="first turn started")
     herald.post("second", chat_id="busy")
     replies = herald.wait_for_replies("busy", 2, match=is_echo)
     assert replies == ["echo: [sleep=1.5] first", "echo: second"]
@@ -79,7 +80,7 @@ def test_busy_session_queues_and_answers_in_order(herald: Herald, fake_llm: Fake
 def test_stop_mid_turn(herald: Herald, fake_llm: FakeLLMThread) -> None:
     slow_posted = time.monotonic()
     herald.post("[sleep=5] slow", chat_id="stop")
-    wait_until(lambda: model_saw(fake_llm, "slow"), what="slow turn started")
+    wait_until_sync(lambda: model_saw(fake_llm, "slow"), what="slow turn started")
     herald.post("/stop", chat_id="stop")
     # The notice must arrive while the model is still "thinking" (well before its 5 s are up).
     (notice,) = herald.wait_for_replies("stop", 1, timeout=3.5)
@@ -271,7 +272,7 @@ def test_sigterm_drains_the_running_turn(make_herald: Callable[..., Herald], fak
     stream = herald.events("drain")
     try:
         herald.post("[sleep=3] draining", chat_id="drain")
-        wait_until(lambda: model_saw(fake_llm, "draining"), what="turn started")
+        wait_until_sync(lambda: model_saw(fake_llm, "draining"), what="turn started")
         assert herald.stop() == 0
         # The answer went out over the live stream before the daemon closed it.
         assert stream.closed.wait(5)
@@ -317,11 +318,11 @@ def test_sigterm_keeps_queued_messages_for_after_the_restart(
 ) -> None:
     herald = make_herald({"gateway": {"drain_seconds": 10}})
     herald.post("[sleep=2] running one", chat_id="q")
-    wait_until(lambda: model_saw(fake_llm, "running one"), what="turn started")
+    wait_until_sync(lambda: model_saw(fake_llm, "running one"), what="turn started")
     herald.post("waiting one", chat_id="q")
     assert herald.proc is not None
     herald.proc.terminate()
-    wait_until(lambda: "gateway_draining" in [e["event"] for e in herald.log_events()], what="draining")
+    wait_until_sync(lambda: "gateway_draining" in [e["event"] for e in herald.log_events()], what="draining")
     late = herald.request("POST", "/api/v1/messages", {"chat_id": "q", "user_id": "u", "text": "too late"})
     assert late.status == 503 and "error" in late.body
     assert herald.stop() == 0
@@ -352,7 +353,7 @@ def test_interrupt_mode_replaces_the_running_turn(make_herald: Callable[..., Her
                                                    fake_llm: FakeLLMThread) -> None:
     herald = make_herald({"gateway": {"busy_mode": "interrupt"}})
     herald.post("[sleep=2] old question", chat_id="i")
-    wait_until(lambda: model_saw(fake_llm, "old question"), what="turn started")
+    wait_until_sync(lambda: model_saw(fake_llm, "old question"), what="turn started")
     herald.post("new question", chat_id="i")
     herald.wait_for_replies("i", 1, match=lambda t: t == "echo: new question")
     time.sleep(2.2)  # past the point where the old model call returns
@@ -415,7 +416,7 @@ def test_turn_cut_by_shutdown_is_answered_after_the_restart(make_herald: Callabl
                                                              fake_llm: FakeLLMThread) -> None:
     herald = make_herald({"gateway": {"drain_seconds": 0.2}})
     herald.post("[sleep=2] cut short", chat_id="cut")
-    wait_until(lambda: model_saw(fake_llm, "cut short"), what="turn started")
+    wait_until_sync(lambda: model_saw(fake_llm, "cut short"), what="turn started")
     assert herald.stop() == 0
     herald.start()
     herald.wait_for_replies("cut", 1, match=lambda t: t == "echo: [sleep=2] cut short")

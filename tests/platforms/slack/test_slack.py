@@ -19,6 +19,7 @@ from gateway.runner import GatewayRunner
 from tests.fakes.llm import FakeLLM, Reply, last_user_message, message_text
 from tests.fakes.slack_api import BOT_USER, FakeSlack
 from tests.platforms.conformance.telegram_driver import free_port
+from tests.support.polling import wait_until
 
 ALICE, BOB, STRANGER = "U0ALICE", "U0BOB", "U0STRANGER"
 DM, BOB_DM, STRANGER_DM, CHANNEL = "D0ALICE", "D0BOB", "D0STRANGER", "C0GENERAL"
@@ -54,14 +55,6 @@ async def start_slack(home: Path, tmp_path: Path, fake_llm: FakeLLM, fake_slack:
     yield factory
     for runner in runners:
         await runner.shutdown()
-
-
-async def wait_until(predicate: Callable[[], Any], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        await asyncio.sleep(0.02)
 
 
 def model_calls(llm: FakeLLM, text: str) -> int:

@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 
 from tests.fakes.llm import last_user_message, message_text
+from tests.support.polling import wait_until
 
 
 async def _web(make_runner: Any) -> tuple[Any, Any, aiohttp.ClientSession, str]:
@@ -40,13 +41,15 @@ async def _post(http: aiohttp.ClientSession, base: str, chat: str, text: str) ->
 
 
 async def _wait(http: aiohttp.ClientSession, base: str, chat: str, done: Any) -> list[tuple[str, str]]:
-    for _ in range(200):
+    msgs: list[tuple[str, str]] = []
+
+    async def met() -> Any:
         async with http.get(f"{base}/api/v1/chats/{chat}/messages") as r:
-            msgs = [(m["role"], m["text"]) for m in (await r.json())["messages"]]
-        if done(msgs):
-            return msgs
-        await asyncio.sleep(0.05)
-    raise AssertionError(msgs)
+            msgs[:] = [(m["role"], m["text"]) for m in (await r.json())["messages"]]
+        return done(msgs)
+
+    await wait_until(met, what=lambda: f"a condition on chat {chat!r} (it has: {msgs})", interval=0.05)
+    return msgs
 
 
 def _before(msgs: list[tuple[str, str]], cause: str, effect: Any) -> None:

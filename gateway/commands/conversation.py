@@ -69,7 +69,7 @@ async def retry(deps: ConversationDeps, ctx: CommandContext) -> str | None:
     row = {"platform": ctx.adapter.name, "platform_message_id": f"{ctx.message.platform_message_id}:retry",
            "session_key": ctx.session_key, "payload": msg.to_dict(), "status": "pending", "created_at": now,
            "updated_at": now, "owner": deps.instance.id, "lease_until": deps.instance.lease()}
-    inbox_id = await deps.history.retry(session["id"], exchange, row)
+    inbox_id = await deps.history.retry(session["id"], exchange, row, ctx.message.platform_message_id)
     if inbox_id is None:
         return None  # this very /retry was handled already
     deps.lanes.submit(ctx.adapter, Accepted(inbox_id, msg, ctx.session_key), notify=False)

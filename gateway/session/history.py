@@ -73,13 +73,20 @@ class History:
         self.store.messages.changed(session_id)
         return int(hidden)
 
-    async def retry(self, session_id: str, exchange: Exchange, row: dict[str, Any]) -> int | None:
+    async def retry(self, session_id: str, exchange: Exchange, row: dict[str, Any], command_message_id: str,
+                    ) -> int | None:
         """Hide ``exchange`` and store ``row`` (an inbox row that asks it again) in one transaction: the
-        retried message is durable exactly when the old answer is gone from the history. None when the
-        row's platform message id was taken already (the same /retry twice): nothing changed."""
+        retried message is durable exactly when the old answer is gone from the history. The /retry's own
+        inbox row (``command_message_id``) is done in the same transaction: a restart right after must not
+        find the command unfinished and tell its sender it was not run while the retry is answered. None
+        when the row's platform message id was taken already (the same /retry twice): nothing changed."""
+        command_row = and_(inbox.c.platform == row["platform"], inbox.c.platform_message_id == command_message_id,
+                           inbox.c.status == "pending")
+
         def op(conn: Connection) -> int:
             inbox_id = int(conn.execute(insert(inbox).values(**row)).inserted_primary_key[0])
             _hide(conn, session_id, exchange.first_id, "retry")
+            conn.execute(update(inbox).where(command_row).values(status="done", updated_at=row["created_at"]))
             return inbox_id
 
         try:

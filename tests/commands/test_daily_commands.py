@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 
+from gateway.session.history import History
 from gateway.storage.tables import inbox, messages, sessions
 from tests.fakes.llm import FakeLLM, Reply, ToolCall, message_text
 from tests.support.polling import wait_until
@@ -77,6 +79,23 @@ async def test_retry_asks_again_without_the_old_answer_and_keeps_it_stored(make_
     await ask(qa, "and of Chile?", "third")
     assert conversation(fake_llm.requests[-1]) == [
         ("user", "what is the capital of Peru?"), ("assistant", "second answer"), ("user", "and of Chile?")]
+
+
+async def test_a_retry_finishes_its_command_in_the_transaction_that_stores_it(make_runner, fake_llm: FakeLLM):
+    """/retry's own inbox row is done when the retried message is stored, not a step later: a restart between
+    the two would find the command unfinished and tell its sender it was not run, while the retry is answered."""
+    runner, qa = await make_runner()
+    await ask(qa, "what is the capital of Peru?", "echo:")
+    session = await runner.store.sessions.active("qa:dm:c1")
+    history = History(runner.store)
+    exchange = await history.last_exchange(session["id"])
+    command_id = await runner.store.inbox.add("qa", "m-retry", "qa:dm:c1", {"text": "/retry"})
+    now = time.time()
+    row = {"platform": "qa", "platform_message_id": "m-retry:retry", "session_key": "qa:dm:c1",
+           "payload": {"text": exchange.text}, "status": "pending", "created_at": now, "updated_at": now}
+    retry_id = await history.retry(session["id"], exchange, row, "m-retry")
+    statuses = {r["id"]: r["status"] for r in await rows(runner, inbox, inbox.c.id.in_([command_id, retry_id]))}
+    assert statuses == {command_id: "done", retry_id: "pending"}
 
 
 async def test_retry_after_a_tool_turn_drops_the_calls_too(make_runner, fake_llm: FakeLLM):

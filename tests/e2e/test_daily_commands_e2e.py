@@ -41,6 +41,10 @@ def test_retry_is_asked_without_the_old_answer_and_answered_once_across_a_crash(
     fake_llm.script(Hang(60), Reply("Lima, certainly"))
     herald.post("/retry", chat_id="r")
     wait_until_sync(lambda: len(fake_llm.requests) >= 2, timeout=20, what="the retried turn asked the model")
+    # The kill lands in the retried turn once /retry itself has answered: a command's reply is sent once, after
+    # the command is done, and a crash before it goes out loses it (the retry is still answered). The turn can
+    # reach the model before that reply is out.
+    herald.wait_for_replies("r", 1, match=lambda t: t.startswith("🔁"), timeout=20)
     assert herald.proc is not None
     herald.proc.send_signal(signal.SIGKILL)
     herald.proc.wait(10)

@@ -1,7 +1,8 @@
 """GatewayRunner: the composition root. It builds the parts, wires them through their constructors, starts
 and stops them. It holds no message logic of its own:
 
-- ``inbound`` / ``dispatcher``: accept (guard 1) and button presses; commands inline, else the lane (guard 2)
+- ``inbound`` / ``dispatcher``: accept (guard 1) and button presses; commands inline, else the lane (guard 2;
+  the guards are defined in gateway/inbound/accept.py)
 - ``lanes`` / ``turns``: session FIFOs; one turn at a time per session, in the thread pool, journaled
 - ``supervisor`` / ``recovery``: adapters kept up under their credential locks; unfinished work resumed
 - ``approvals``, ``pairing``, ``cron``: features, each given what it needs

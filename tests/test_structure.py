@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -246,3 +247,11 @@ def test_functions_stay_short() -> None:
                 if length > 100:
                     long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {length} lines")
     assert long == [], "functions over 100 lines:\n" + "\n".join(long)
+
+
+def test_no_issue_numbers_in_code() -> None:
+    """A comment says why in words a clone can read: an issue number points at a tracker it may not have."""
+    pattern = re.compile(r"\bissues? #?\d", re.IGNORECASE)
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}" for path in _python_files()
+             for n, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
+    assert found == []

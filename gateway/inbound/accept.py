@@ -6,6 +6,15 @@ once. Before returning it hands the message to the dispatch (guard 2, dispatch.p
 on one database, the session's owner stores it instead (``route``, routing.py). Button presses are taken
 the same way: ``press`` returns at once and the presser's notice follows through the adapter's
 ``answer_press``.
+
+The two guards keep commands and the conversation apart (the rest of the code names them so):
+
+- guard 1, ``accept``: a message goes no further unless it is stored and its sender may talk, and whether it
+  is a command is decided here, once (``CommandRegistry.resolve``: a typed ``/word`` the registry does not
+  know is prose for the model), before anything could queue it behind a running turn;
+- guard 2, the dispatch (``Dispatcher``, dispatch.py): a command runs in a task of its own, never through the
+  session's lane, so it reaches a busy session (/stop, /approve) and never the model; it waits only for the
+  session's previous command.
 """
 
 from __future__ import annotations

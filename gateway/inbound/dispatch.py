@@ -1,6 +1,7 @@
-"""Dispatch (guard 2): an accepted message goes to its session. A command runs inline, reaching even a busy
-session, and is answered here; anything else joins the session's lane synchronously, so messages keep their
-arrival order. A session's commands and the messages sent after them keep their order too.
+"""Dispatch (guard 2; the guards are defined in accept.py): an accepted message goes to its session. A command
+runs inline, reaching even a busy session, and is answered here; anything else joins the session's lane
+synchronously, so messages keep their arrival order. A session's commands and the messages sent after them
+keep their order too.
 """
 
 from __future__ import annotations

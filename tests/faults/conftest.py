@@ -1,5 +1,5 @@
 """The crash-and-fault suite: every test here is marked ``faults``. The default run is short (a few
-kills, outages of seconds); ``make faults`` sets HERALD_FAULTS_LONG=1 for the full lengths the issue asks
+kills, outages of seconds); ``make faults`` sets HERALD_FAULTS_LONG=1 for the full lengths
 (20 kills in a row, outages of a minute)."""
 
 from __future__ import annotations

@@ -150,7 +150,7 @@ DANGEROUS = [
     "rm notes.txt",
     "bash script.sh",
     "mv -n a b",
-    # Changed on purpose (issue 12, "a classifier that parses"): these were listed as safe. Without a
+    # Changed on purpose when the classifier began to parse commands: these were listed as safe. Without a
     # workspace every write asks, appends included (a relative target may be a symlink out); a mode change is
     # a write; make runs a Makefile that is not on the line; wget writes the file it downloads.
     "echo hi >> log.txt",

@@ -1,4 +1,4 @@
-"""The classifier audit (issue 12, "a classifier that parses"): every form it found, with the level it must
+"""The audit of the classifier that parses commands (tools/shell/): every form it found, with the level it must
 have, in a real workspace (x.sh there holds ``rm -rf /``); benign look-alikes and daily work that must stay
 quiet; and the policy underneath: a program the classifier does not know asks."""
 

@@ -262,7 +262,7 @@ def test_reasons_name_the_wrapper_and_the_problem() -> None:
 
 
 # Build and test runners run project code that cannot be parsed here: they used to be in BENIGN above and
-# ask now, like a script that cannot be read (issue 12); an operator lists them in approvals.allow.
+# ask now, like a script that cannot be read; an operator lists them in approvals.allow.
 # (command, the approvals.allow glob an operator would write for it)
 PROJECT_RUNNERS = [("python3 -m pytest -q", "python3 -m pytest*"), ("make test 2>&1 | tee -a build.log", "make *"),
                    ("npm test", "npm test"), ("pytest -x tests/", "pytest *"), ("time make", "make"),

@@ -1,4 +1,4 @@
-"""Replies shown as they are written, and progress lines while tools run (issue 19).
+"""Replies shown as they are written, and progress lines while tools run.
 
 ``Streams.start`` gives each chat turn a ``LiveReply`` (live.py) on platforms that can edit messages, or
 ``NO_LIVE`` (the final reply only). The turn executor hands the agent ``live.callbacks(...)``, awaits

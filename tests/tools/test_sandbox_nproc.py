@@ -3,16 +3,20 @@ tools.terminal.max_processes tasks and ends with the command's timeout, while th
 and processes meanwhile.
 
 The kernel does not apply RLIMIT_NPROC to root, so when the tests run as root the daemon's side (tools.sandbox
-driving bwrap) runs as ``nobody`` in a child process, as Herald runs under its own user in production. That
-child is itself held to SAFETY_NET tasks, so a regression cannot take the machine's pids with it. ``nobody``
-may not be able to enter the checkout (a root user's clone under /root, a ``mktemp -d`` folder): the child
-imports a copy of the ``tools`` package from a temporary folder anyone can read.
+driving bwrap) runs in a child process under a user id of its own, as Herald runs under its own user in
+production. An id no one else has, not ``nobody``: the test counts the user's tasks, and a second copy of the
+suite running this test at the same time would count its fork bomb too. That child is itself held to
+SAFETY_NET tasks, so a regression cannot take the machine's pids with it. It may not be able to enter the
+checkout (a root user's clone under /root, a ``mktemp -d`` folder): it imports a copy of the ``tools``
+package from a temporary folder anyone can read.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pwd
+import random
 import shutil
 import subprocess
 import sys
@@ -26,7 +30,6 @@ from tools import processes, sandbox
 from tools.sandbox import resolve_mode
 
 REPO = Path(__file__).resolve().parents[2]
-NOBODY = 65534
 CAP = 64
 SAFETY_NET = 1000  # what the daemon's user may run in all (a fork bomb without the cap stops here)
 SECONDS = 6.0
@@ -93,14 +96,25 @@ DAEMON = textwrap.dedent('''
 _MODE, _PROBLEM = resolve_mode("bwrap")
 
 
-def _interpreter() -> str | None:
+def _own_uid() -> int:
+    """A user id that has no passwd entry and runs nothing on this machine."""
+    rng = random.SystemRandom()
+    while True:
+        uid = rng.randrange(1 << 30, 1 << 31)
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            if processes.user_tasks(uid) == 0:
+                return uid
+
+
+def _interpreter(uid: int | None) -> str | None:
     """A python the daemon's user can run (tools.sandbox needs only the standard library)."""
     for candidate in (sys.executable, shutil.which("python3", path="/usr/bin:/bin")):
         if not candidate:
             continue
         try:
-            ran = subprocess.run([candidate, "-c", ""], user=NOBODY if os.getuid() == 0 else None,
-                                 capture_output=True, cwd="/")
+            ran = subprocess.run([candidate, "-c", ""], user=uid, capture_output=True, cwd="/")
         except OSError:
             continue
         if ran.returncode == 0:
@@ -110,23 +124,23 @@ def _interpreter() -> str | None:
 
 @pytest.mark.skipif(_MODE != "bwrap", reason=f"bubblewrap is unusable here: {_PROBLEM}")
 def test_a_fork_bomb_stops_at_the_cap_and_the_daemon_is_unaffected() -> None:
-    python = _interpreter()
+    uid = _own_uid() if os.getuid() == 0 else None
+    python = _interpreter(uid)
     if python is None:
         pytest.skip("no python the daemon's user can run")
-    as_root = os.getuid() == 0
     ws = Path(tempfile.mkdtemp(prefix="herald-nproc-", dir="/var/tmp"))
     lib = Path(tempfile.mkdtemp(prefix="herald-nproc-lib-", dir="/var/tmp"))
     try:
-        if as_root:
-            os.chown(ws, NOBODY, NOBODY)
+        if uid is not None:
+            os.chown(ws, uid, uid)
         shutil.copytree(REPO / "tools", lib / "tools", ignore=shutil.ignore_patterns("__pycache__"))
         for path in [lib, *lib.rglob("*")]:  # readable whatever the checkout's own modes
             path.chmod(0o755 if path.is_dir() else 0o644)
-        # The safety net: lowered in the child (after it became nobody), so only the daemon's user is held.
+        # The safety net: lowered in the child (after it became the daemon's user), so only that user is held.
         cmd = ["/bin/bash", "-c", 'ulimit -u "$1" && shift && exec "$@"', "net", str(SAFETY_NET),
                python, "-c", DAEMON, str(ws), str(CAP), str(SECONDS)]
-        res = subprocess.run(cmd, user=NOBODY if as_root else None, group=NOBODY if as_root else None,
-                             extra_groups=[] if as_root else None, capture_output=True, text=True, cwd=ws,
+        res = subprocess.run(cmd, user=uid, group=uid, extra_groups=[] if uid is not None else None,
+                             capture_output=True, text=True, cwd=ws,
                              env={"PATH": sandbox.DEFAULT_PATH, "PYTHONPATH": str(lib)}, timeout=SECONDS + 60)
         assert res.returncode == 0, res.stderr
         out = json.loads(res.stdout.strip().splitlines()[-1])

@@ -1,4 +1,6 @@
-# The two set-up commands (see README): `make run` starts the daemon, `make test` runs the whole suite.
+# The two set-up commands (see README): `make run` starts the daemon, `make test` runs the whole suite
+# (`make test-fast`: the suite without the e2e, browser, crash-and-fault and slow tests, about two minutes
+# on two cores, for the edit-test loop; CI runs `make test`).
 # Each creates the virtualenv and installs what it needs on a fresh machine, at the exact versions (and
 # hashes) locked: `make run` only what the daemon needs (requirements-run.lock), `make test` that plus the
 # test tools (requirements.lock). After changing dependencies in pyproject.toml, run `make lock` and commit
@@ -12,7 +14,7 @@ LOCK := requirements.lock
 RUN_LOCK := requirements-run.lock
 UV_VERSION := 0.13.9
 
-.PHONY: run test lint bench faults soak lock clean
+.PHONY: run test test-fast lint bench faults soak lock clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,6 +38,11 @@ run: $(RUN_STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n auto -q
+
+# The markers are registered in pyproject.toml; tests/e2e and tests/faults mark their tests in their conftest.
+test-fast: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -n auto -q -m "not e2e and not faults and not browser and not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

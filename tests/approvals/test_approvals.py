@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from sqlalchemy import select
 from typer.testing import CliRunner
 
@@ -389,6 +390,7 @@ async def test_concurrent_approvals_answered_out_of_order(make_runner, tmp_path)
     await qa.wait_for(lambda t: "Nothing is waiting for approval here." in t)
 
 
+@pytest.mark.slow
 async def test_a_decision_racing_the_timeout_has_exactly_one_outcome(make_runner, tmp_path):
     timeout = 0.3
     runner, qa = await make_runner(base(tmp_path, timeout_seconds=timeout))

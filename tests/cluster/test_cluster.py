@@ -78,6 +78,7 @@ async def wait_all(cluster: Cluster, expected: dict[str, int], timeout: float = 
                      what=lambda: f"every message answered (missing, got and expected: {missing()})")
 
 
+@pytest.mark.slow
 async def test_three_instances_answer_every_message_once_in_order_one_turn_at_a_time(
         cluster_db, make_runner, fake_llm):
     log = TurnLog()
@@ -99,6 +100,7 @@ async def test_three_instances_answer_every_message_once_in_order_one_turn_at_a_
         assert len(cluster.senders(f"c{c}")) == 1
 
 
+@pytest.mark.slow
 async def test_a_message_taken_elsewhere_waits_for_the_running_turn_of_its_session(
         cluster_db, make_runner, fake_llm):
     (_a, qa_a), (_b, qa_b) = [await make_runner(db_url=cluster_db) for _ in range(2)]
@@ -122,6 +124,7 @@ async def test_stop_sent_to_another_instance_stops_the_owners_turn(cluster_db, m
     assert b.lanes.running() == 0
 
 
+@pytest.mark.slow
 async def test_a_stopped_owner_hands_its_sessions_over_with_their_queue_in_order(cluster_db, make_runner, fake_llm):
     (a, qa_a), (_b, qa_b) = [await make_runner(db_url=cluster_db, overrides={"gateway": {"drain_seconds": 0.2}})
                             for _ in range(2)]
@@ -136,6 +139,7 @@ async def test_a_stopped_owner_hands_its_sessions_over_with_their_queue_in_order
         "echo: [sleep=3] one", "echo: two", "echo: three", "echo: four"]
 
 
+@pytest.mark.slow
 async def test_a_newly_paired_user_is_told_once_by_one_of_the_instances(cluster_db, make_runner, fake_llm):
     from sqlalchemy import insert
 
@@ -218,6 +222,7 @@ async def test_a_reset_from_another_instances_dashboard_stops_the_owners_turn(cl
     assert a.sessions.peek("qa:dm:s")["id"] != old["id"]
 
 
+@pytest.mark.slow
 async def test_work_of_an_instance_that_died_on_another_host_is_taken_over_once_its_lease_runs_out(
         cluster_db, make_runner, fake_llm):
     """Another machine's instance cannot be seen to die (its pid is not ours to look at): its session stays

@@ -10,6 +10,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gateway.cluster.instance import process_gone, process_start
 from gateway.platforms.base import InboundMessage, Source
 from tests.approvals.test_approvals import ask, prompt_id, prompts, wait_prompts, wait_until
@@ -202,6 +204,7 @@ async def _untouched(runner: Any, row: int, qa: Any, fake_llm: Any) -> None:
     assert qa.texts() == [] and fake_llm.requests == []
 
 
+@pytest.mark.slow
 async def test_nothing_is_recovered_while_another_holder_has_the_adapters_credential(make_runner, fake_llm, tmp_path,
                                                                                     monkeypatch):
     """Recovery runs only after the adapter's credential lock is taken: while another process drives the bot,
@@ -237,6 +240,7 @@ async def test_nothing_is_recovered_while_another_holder_has_the_adapters_creden
     assert qa.texts().count("echo: while locked") == 1
 
 
+@pytest.mark.slow
 async def test_nothing_is_recovered_before_the_adapter_has_connected(make_runner, fake_llm, tmp_path):
     """Recovery runs only after ``start()`` connected: a reply recovered before could not be sent and would
     burn its retries. While start() fails, a gone instance's row stays untouched."""

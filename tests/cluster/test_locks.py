@@ -145,11 +145,13 @@ def locked_adapter(token: str, lock_dir: Path | None = None) -> type[QAAdapter]:
     return Locked
 
 
+@pytest.mark.slow
 async def test_second_runner_is_refused_only_for_that_adapter_then_takes_over(make_runner, db_url, tmp_path,
                                                                               monkeypatch):
     await refused_then_takes_over(make_runner, db_url, tmp_path, monkeypatch, [None, None])
 
 
+@pytest.mark.slow
 async def test_on_postgresql_a_runner_on_another_machine_is_refused_too(make_runner, pg_url, tmp_path, monkeypatch):
     # Each runner has its own lock folder (another machine): only the advisory lock keeps them apart.
     await refused_then_takes_over(make_runner, pg_url, tmp_path, monkeypatch, [tmp_path / "m1", tmp_path / "m2"])

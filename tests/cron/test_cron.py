@@ -179,6 +179,7 @@ async def test_run_past_its_time_limit_is_timed_out_and_reported(make_runner):
     assert "«slow»" in text and "timed out" in text
 
 
+@pytest.mark.slow
 async def test_a_timed_out_run_stops_its_agent_before_the_next_tool(make_runner, tmp_path, fake_llm):
     clock = Clock()
     runner, _qa, sched = await start_cron(make_runner, clock)

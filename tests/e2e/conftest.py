@@ -36,8 +36,12 @@ STOP_TIMEOUT = 20.0
 API_KEY = "sk-test-0f3b9c2e7d41a8e5b6c9d0f1a2b3c4d5"
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "e2e: end-to-end tests that start the real `herald run` process")
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Everything here is ``e2e`` (the hook sees the whole session's items: only this folder's are marked)."""
+    here = os.path.dirname(__file__)
+    for item in items:
+        if str(item.fspath).startswith(here + os.sep):
+            item.add_marker(pytest.mark.e2e)
 
 
 def free_port() -> int:

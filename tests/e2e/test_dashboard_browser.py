@@ -18,7 +18,7 @@ from tests.e2e.conftest import HERALD_BIN, Herald
 from tests.e2e.test_web_browser import browser_page, web_url  # noqa: F401 - the fixture
 from tests.support.polling import wait_until_sync
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 # The page's Content-Security-Policy (default-src 'self') forbids eval, so waits go through locators
 # (Playwright's own isolated world), never page.wait_for_function: the test runs under the real policy.
 expect = pytest.importorskip("playwright.sync_api").expect

@@ -21,7 +21,7 @@ import pytest
 from tests.e2e.conftest import HERALD_BIN, Herald
 from tests.fakes.llm import FakeLLMThread, Reply
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -193,6 +193,7 @@ async def test_stranger_pairs_through_an_admins_pair_command_and_stays_allowed_a
     assert APPROVED_TEXT not in qa2.texts()  # told once, not at every start
 
 
+@pytest.mark.slow
 async def test_cli_approval_from_another_process_lets_the_user_in_within_seconds_and_revoke_shuts_them_out(
         make_runner, fake_llm):
     from gateway.cli import app

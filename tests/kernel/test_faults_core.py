@@ -81,6 +81,7 @@ async def test_readyz_degrades_with_the_reason_and_recovers(make_runner: object)
             assert resp.status == 200
 
 
+@pytest.mark.slow
 async def test_reads_over_http_answer_503_at_once_while_taken_work_waits_for_the_database(make_runner: object) -> None:
     """While the database is down, a GET (a chat's history, the dashboard) is answered 503 with a reason at once
     instead of hanging; an open dashboard stream outlives the outage; work the daemon already took keeps waiting

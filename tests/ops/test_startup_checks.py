@@ -227,6 +227,7 @@ def test_herald_run_fails_in_one_line(tmp_path: Path) -> None:
     assert len(result.stderr.strip().splitlines()) == 1 and "cannot connect to 127.0.0.1:1" in result.stderr
 
 
+@pytest.mark.slow
 def test_other_subcommands_name_the_database_too(tmp_path: Path) -> None:
     home = tmp_path / "home"
     write_config(home, {"database": {"url": DOWN}})
@@ -238,6 +239,7 @@ def test_other_subcommands_name_the_database_too(tmp_path: Path) -> None:
         assert "hunter2" not in line
 
 
+@pytest.mark.slow
 def test_a_taken_port_is_one_line_naming_http_port_and_the_address(tmp_path: Path) -> None:
     import json
     import socket
@@ -260,6 +262,7 @@ def test_a_taken_port_is_one_line_naming_http_port_and_the_address(tmp_path: Pat
     assert any(e["event"] == "gateway_stopped" for e in events)
 
 
+@pytest.mark.slow
 def test_a_log_folder_that_is_a_file(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir(mode=0o700)

@@ -61,6 +61,7 @@ def test_watchdog_seconds_only_for_this_process(tmp_path: Path) -> None:
     assert SystemdNotifier({"WATCHDOG_USEC": "0"}).watchdog_seconds is None
 
 
+@pytest.mark.slow
 def test_a_blocked_loop_stops_the_watchdog_pings(tmp_path: Path) -> None:
     receiver = NotifySocket(tmp_path)
     # WatchdogSec=0.3 s: pings every 0.1 s from the loop.

@@ -95,6 +95,7 @@ ANSWER = ("Here is the **plan**, written as it comes: first we look at `the logs
           "and at the end we write it all down so nobody has to ask again.")
 
 
+@pytest.mark.slow
 async def test_a_streamed_reply_is_one_message_edited_at_a_bounded_rate_ending_with_the_exact_formatted_text(
         start_tg, fake_tg, fake_llm):
     runner = await start_tg()
@@ -133,6 +134,7 @@ async def test_a_quick_answer_arrives_in_one_piece_without_edits(start_tg, fake_
     assert fake_tg.calls.count("editMessageText") == 0
 
 
+@pytest.mark.slow
 async def test_a_reply_longer_than_the_limit_continues_in_a_second_message(start_tg, fake_tg, fake_llm):
     await start_tg()
     paragraph = "word " * 199 + "end.\n\n"  # 1000 characters a paragraph
@@ -148,6 +150,7 @@ async def test_a_reply_longer_than_the_limit_continues_in_a_second_message(start
     assert len(fake_tg.sent_to(ALICE)) == 2
 
 
+@pytest.mark.slow
 async def test_a_tools_progress_line_appears_and_verbose_off_removes_it(start_tg, fake_tg, fake_llm, tmp_path):
     (tmp_path / "work").mkdir()
     runner = await start_tg()
@@ -178,6 +181,7 @@ async def test_a_tools_progress_line_appears_and_verbose_off_removes_it(start_tg
     await until(lambda: sum(m.text.startswith("Progress: off") for m in fake_tg.sent_to(ALICE)) == 2)
 
 
+@pytest.mark.slow
 async def test_a_429_on_an_edit_slows_only_that_chat(start_tg, fake_tg, fake_llm):
     await start_tg()
     answers = {ALICE: "Alice gets " + "a fairly long answer " * 8, BOB: "Bob gets " + "another long answer " * 8}
@@ -221,6 +225,7 @@ async def test_a_platform_without_edits_gets_the_final_reply_only(make_runner, f
     assert not fake_llm.requests[-1].get("stream")  # nobody to show pieces to: the model is not asked to stream
 
 
+@pytest.mark.slow
 async def test_a_restart_mid_stream_ends_with_the_reply_shown_exactly_once(start_tg, fake_tg, fake_llm):
     runner = await start_tg(gateway={"drain_seconds": 0})
     first_try = "I was saying something long when " + "the daemon went away " * 10
@@ -253,6 +258,7 @@ def shown(qa: QAAdapter) -> dict[str, str]:
     return current
 
 
+@pytest.mark.slow
 async def test_what_is_posted_mid_stream_seals_the_message_and_the_answer_comes_below_it(make_runner, fake_llm,
                                                                                        tmp_path):
     """An approval prompt posted while the reply streams: the message so far stays where it is (above the
@@ -328,6 +334,7 @@ def test_progress_lines_follow_the_verbose_setting_and_mask_secrets():
     assert len(shown) == MAX_LINES + 1
 
 
+@pytest.mark.slow
 async def test_stop_mid_stream_says_so_on_the_message_and_sends_no_answer(make_runner, fake_llm):
     runner, qa = await make_runner(STREAMING)
     fake_llm.script(Reply.streamed(pieces("A long answer that will be cut off before its end. " * 4, 20), 0.3))
@@ -341,6 +348,7 @@ async def test_stop_mid_stream_says_so_on_the_message_and_sends_no_answer(make_r
     assert [s.text for s in qa.sent[1:]] == ["⏹ Stopped."]  # no answer sent after it
 
 
+@pytest.mark.slow
 async def test_a_reply_whose_message_was_taken_over_opens_no_stream_and_sends_nothing(make_runner, fake_llm):
     """Another instance took the message over while this one's model was still writing (this one stalled past
     its lease): no stream message is opened here, and neither the answer nor the row's status is this one's."""

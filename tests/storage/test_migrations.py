@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import MetaData, create_engine, inspect, text
 from sqlalchemy.engine import Connection
 
@@ -151,6 +152,7 @@ async def test_instances_starting_together_upgrade_once(pg_url: str) -> None:
     assert await run(pg_url, schema_diff) == []
 
 
+@pytest.mark.slow
 def test_herald_db_current_and_upgrade(tmp_path: Path) -> None:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("HERALD_")}, "HERALD_HOME": str(tmp_path)}
     herald = [str(Path(sys.executable).with_name("herald"))]

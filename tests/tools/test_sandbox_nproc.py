@@ -122,6 +122,7 @@ def _interpreter(uid: int | None) -> str | None:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_MODE != "bwrap", reason=f"bubblewrap is unusable here: {_PROBLEM}")
 def test_a_fork_bomb_stops_at_the_cap_and_the_daemon_is_unaffected() -> None:
     uid = _own_uid() if os.getuid() == 0 else None

@@ -66,6 +66,7 @@ async def test_a_redelivered_event_is_answered_once(driver: PlatformDriver, fake
 # ---- 2. the platform is acknowledged before a slow dispatch ------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_the_platform_is_acknowledged_before_a_slow_dispatch(driver: PlatformDriver) -> None:
     await driver.start()
     event = await driver.send("take your time [sleep=2]")
@@ -75,6 +76,7 @@ async def test_the_platform_is_acknowledged_before_a_slow_dispatch(driver: Platf
     assert ack.at < reply.at
 
 
+@pytest.mark.slow
 async def test_a_message_with_a_slow_file_is_acknowledged_at_once_and_its_turn_gets_the_file(
         driver: PlatformDriver, fake_llm: FakeLLM) -> None:
     if not driver.files:
@@ -170,6 +172,7 @@ async def test_a_prompt_in_a_thread_is_edited_after_the_decision(driver: Platfor
     assert victim.exists()
 
 
+@pytest.mark.slow
 async def test_a_reply_written_slowly_is_one_message_edited_in_place_in_its_thread(
         driver: PlatformDriver, fake_llm: FakeLLM) -> None:
     """Streaming by edit on every platform: the answer shows while it is written, in one message (in the
@@ -190,6 +193,7 @@ async def test_a_reply_written_slowly_is_one_message_edited_in_place_in_its_thre
 # ---- 5. a button press is acknowledged at once ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_button_press_is_acknowledged_at_once_even_when_its_handler_is_slow(
         driver: PlatformDriver) -> None:
     runner = await driver.start()
@@ -264,6 +268,7 @@ async def test_a_stranger_gets_nothing_from_the_model(driver: PlatformDriver, fa
 # ---- 8. the credential lock ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_second_daemon_with_the_same_credential_is_refused_then_takes_over(
         driver: PlatformDriver, tmp_path: Path) -> None:
     first = await driver.start()

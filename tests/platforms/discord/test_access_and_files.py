@@ -58,6 +58,7 @@ async def test_a_file_bigger_than_it_said_is_cut_off_at_the_cap(start_dc, fake_d
     assert not media.exists() or list(media.iterdir()) == []
 
 
+@pytest.mark.slow
 async def test_a_slash_command_is_deferred_before_building_its_message_waits_for_discord(
         start_dc, fake_dc, monkeypatch: pytest.MonkeyPatch):
     # A channel discord.py has not cached is looked up over REST while the command's message is built; here

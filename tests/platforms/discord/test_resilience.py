@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from cron.jobs import build_job, operator_script
 from cron.scheduler import CronScheduler
@@ -74,6 +75,7 @@ async def test_read_back_goes_no_further_than_backfill_max_age_and_answers_nothi
     assert second.counters.messages_duplicate == 1
 
 
+@pytest.mark.slow
 async def test_the_gateway_drops_resumes_and_readyz_shows_it(start_dc, fake_dc):
     port = free_port()
     runner = await start_dc(http_port=port)

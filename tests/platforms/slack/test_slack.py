@@ -141,6 +141,7 @@ async def test_the_message_and_app_mention_events_of_one_mention_are_answered_on
 # ---------------------------------------------------------------------------------------------- sending
 
 
+@pytest.mark.slow
 async def test_a_429_makes_only_that_conversation_wait(start_slack, fake_slack):
     await start_slack()
     fake_slack.flood(DM, 2.0)
@@ -154,6 +155,7 @@ async def test_a_429_makes_only_that_conversation_wait(start_slack, fake_slack):
     assert time.monotonic() - started >= 1.9  # it waited out Retry-After, then went
 
 
+@pytest.mark.slow
 async def test_the_working_reaction_shows_while_a_turn_runs_and_goes_when_it_ends(start_slack, fake_slack):
     await start_slack()
     ts = await say(fake_slack, DM, "think hard [sleep=1.5]")
@@ -304,6 +306,7 @@ async def test_socket_mode_reconnects_after_slacks_disconnect_and_after_a_drop(
     await fake_slack.wait_sent(lambda sent: any(m.text == "echo: after the drop" for m in sent))
 
 
+@pytest.mark.slow
 async def test_every_event_is_acknowledged_at_once_while_slow_turns_run(start_slack, fake_slack):
     await start_slack()
     envelopes = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from sqlalchemy import select
 
 from gateway.platforms.slack.inbound import LOOKUP_BUDGET
@@ -30,6 +31,7 @@ async def _rows(runner: Any) -> list[dict[str, Any]]:
         select(inbox).where(inbox.c.platform == "slack"))])
 
 
+@pytest.mark.slow
 async def test_slow_lookups_share_one_deadline_before_the_ack(start_slack, fake_slack, fake_llm):
     await start_slack()
     # An app_mention carries neither the channel's type nor the sender's profile: both are looked up, and

@@ -151,6 +151,7 @@ async def test_forum_topic_is_its_own_session_and_replies_go_into_it(start_tg, f
 # ---------------------------------------------------------------------------------------------- errors
 
 
+@pytest.mark.slow
 async def test_a_429_on_one_chat_does_not_hold_up_another(start_tg, fake_tg):
     await start_tg()
     fake_tg.flood(ALICE, 2.0)
@@ -295,6 +296,7 @@ async def test_updates_are_confirmed_only_after_they_are_in_the_inbox(start_tg, 
     assert ingested == [f"{ALICE}/{update['message']['message_id']}"]
 
 
+@pytest.mark.slow
 async def test_a_files_update_is_confirmed_once_its_row_is_durable_and_the_file_comes_after(start_tg, fake_tg,
                                                                                           fake_llm):
     runner = await start_tg()

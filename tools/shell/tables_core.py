@@ -45,8 +45,9 @@ HEXDUMP = S("bcCdoxLvhV e: f: n: s:", "canonical color?= format= format-file= le
             "one-byte-octal one-byte-char two-bytes-decimal two-bytes-octal two-bytes-hex" + _GNU)
 CAL = S("13bCeHhJjmMnopSvwyYV A: B: c: d: s:", "one three months= span sunday monday julian reform= iso year "
         "twelve week?= vertical color?= columns=" + _GNU, numbers=True)
-XZCAT = S("qvhHVQ T: M:", "quiet verbose help long-help version threads= memlimit= memory= single-stream "
-          "no-sparse files?= files0?= format= no-warn robot suffix=")
+XZCAT = S("zdtlkfcqvhHVQe0123456789 T: M:", "compress decompress test list keep force stdout extreme quiet "
+          "verbose help long-help version threads= memlimit= memory= single-stream no-sparse files?= files0?= "
+          "format= no-warn robot suffix=")
 # A declaration's words are read by ``declaration`` (check.py), never dispatched: listed for completeness.
 DECLARE = S("aAfFgiIlnprtux", plus=True)
 
@@ -106,12 +107,12 @@ CORE: dict[str, Spec] = {
     "uptime": S("phsV", "pretty since container raw" + _GNU),
     "uname": S("asnrvmpio", "all kernel-name nodename kernel-release kernel-version machine processor "
                "hardware-platform operating-system" + _GNU),
-    "locale": S("amckv", "all-locales charmaps category-name keyword-name verbose usage" + _GNU),
+    "locale": S("amckv?V", "all-locales charmaps category-name keyword-name verbose usage" + _GNU),
     "getconf": S("a v:"),
     "printenv": S("0", "null" + _GNU),
     "which": S("aisvV", "all skip-dot skip-tilde show-dot show-tilde tty-only read-alias skip-alias read-functions "
                "skip-functions" + _GNU),
-    "whereis": S("bmsulfgV B: M: S:", _GNU),
+    "whereis": S("bmsulfgVh B: M: S:", _GNU),
     "type": S("afpPt"),
     "file": S("0bcdhiklLnNprsSvzZ e: f: F: m: P:",
               "apple brief checking-printout debug dereference exclude= exclude-quiet= extension files-from= "
@@ -148,14 +149,14 @@ CORE: dict[str, Spec] = {
                "physical sysroot= raw hierarchic?=" + _GNU),
     "lsmem": S("JPabnrhV o: S: s:", "all bytes json noheadings output= output-all pairs raw split= summary?= "
                "sysroot=" + _GNU),
-    "lsof": S("abChlnNOPRtUvVXwx c: d: D: e: E: F: g: i:: k: K: m: o:: p: r:: s:: S:: T:: u: z:: Z::", plus=True),
+    "lsof": S("abChlnNOPRtUvVXwx? c: d: D: e: E: F: g: i:: k: K: m: o:: p: r:: s:: S:: T:: u: z:: Z::", plus=True),
     "lspci": S("bDkmMnPqstvxhV A: d: F: H: i: p: O: s:", _GNU),
     "lsusb": S("vtVh s: d: D:", "verbose tree version help"),
     "findmnt": S("smkpAabCcDefiJlnPRrUuvyxhV w: d: F: N: O: o: S: T: M: t: H: I: Q:",
                  "all ascii bytes canonicalize df direction= evaluate first-only fstab json kernel list mountpoint= "
                  "mtab nocanonicalize nofsroot noheadings notruncate options= output= output-all pairs poll?= pseudo "
                  "raw real shadowed shell source= submounts tab-file= target= task= timeout= tree types= uniq "
-                 "verbose verify vfs-all id= uniq-id= filter= list-columns" + _GNU),
+                 "verbose verify vfs-all id= uniq-id= filter= list-columns invert" + _GNU),
     "ss": S("hVnraloempTisbEZzN460tMSudwxHO f: A: F:",
             "all bpf cgroup context contexts dccp events extended family= filter= inet-sockopt info ipv4 ipv6 "
             "listening memory mptcp net= no-header numeric oneline options packet processes query= raw resolve "
@@ -171,7 +172,7 @@ CORE: dict[str, Spec] = {
     # Every option of these only changes the query: ``+short``, ``-type=mx``.
     "dig": FREE, "nslookup": FREE,
     "host": S("46aACdilrsTUvVw c: m: N: p: R: t: W:"),
-    "getent": S("hiVA s:", "service= no-idn no-addrconfig usage" + _GNU),
+    "getent": S("hiVA? s:", "service= no-idn no-addrconfig usage" + _GNU),
     "realpath": S("emLPqsz", "canonicalize-existing canonicalize-missing logical physical quiet relative-to= "
                   "relative-base= strip no-symlinks zero" + _GNU),
     "readlink": S("femnqsvz", "canonicalize canonicalize-existing canonicalize-missing no-newline quiet silent "
@@ -216,10 +217,12 @@ CORE: dict[str, Spec] = {
                 "systems= usage verbose wildcard" + _GNU),
     "apropos": S("dverwal?V C: L: m: M: s:", "and config-file= debug exact locale= long manpath= regex section= "
                  "sections= systems= usage verbose wildcard" + _GNU),
-    "zcat": S("fhlLqrtvV S:", "force license list quiet recursive suffix= test verbose" + _GNU),
-    "bzcat": S("sqvhVL", "small quiet verbose license" + _GNU),
+    "zcat": S("fhlLqrtvV S:", "force license list quiet recursive suffix= synchronous test verbose" + _GNU),
+    "bzcat": S("sqvhVLdzkftc123456789", "small quiet verbose license decompress compress keep force test stdout "
+               "fast best" + _GNU),
     "xzcat": XZCAT, "lzcat": XZCAT,
-    "zstdcat": S("qvhV", "quiet verbose memory= long?= no-check" + _GNU),
+    "zstdcat": S("qvhVdfcrlkT0123456789 D: M:", "quiet verbose memory= long?= no-check decompress force stdout "
+                 "keep test single-thread ultra fast?= adapt?= auto-threads= priority=" + _GNU),
     "tldr": S("hvlucqr p: L: f:", "list render= platform= language= update clear-cache seed-config show-paths "
               "raw quiet color=" + _GNU),
     "lsattr": S("RVadlpv"),

@@ -87,7 +87,7 @@ GZIP = S("cdfhklLnNqrtvV0123456789 S:", _GZIP_LONG, values=_SUFFIXES)
 PIGZ = S("cdfhklLnNqrtvVimMTRYzKAFU0123456789 S: b: p: C: A: H:",
          _GZIP_LONG + " blocksize= processes= independent zlib zip rle huffman alias= comment= first no-time "
          "iterations= maxsplits= oneblock", values=_SUFFIXES)
-BZIP2 = S("cdzkfqtvsLV0123456789", "decompress compress keep force test stdout quiet verbose license small fast "
+BZIP2 = S("cdzkfqtvsLVh0123456789", "decompress compress keep force test stdout quiet verbose license small fast "
           "best" + _GNU)
 _XZ_LONG = ("compress decompress uncompress test list keep force stdout to-stdout suffix= files?= files0?= format= "
             "check= ignore-check extreme threads= block-size= block-list= flush-timeout= memlimit-compress= "
@@ -131,7 +131,8 @@ RSYNC = S("vqcarRbudlLkKHpEAXogDtUNOJSnWxmIyzCF0s8hPi46V B: *e: @: >T: f:",
           "port= preallocate progress protocol= prune-empty-dirs quiet read-batch= recursive relative *rsh= "
           "*rsync-path= safe-links secluded-args size-only skip-compress= sockopts= sparse specials stats "
           "stderr= stop-after= stop-at= suffix= super >temp-dir= timeout= times trust-sender update usermap= "
-          "verbose whole-file *write-batch= write-devices xattrs zc= zl= filter-rules no-xattrs" + _GNU,
+          "verbose whole-file *write-batch= write-devices xattrs zc= zl= filter-rules no-xattrs confine-root="
+          + _GNU,
           risky={**{k: "deletes files at the destination" for k in (
               "--delete", "--del", "--delete-before", "--delete-during", "--delete-delay", "--delete-after",
               "--delete-excluded", "--delete-missing-args", "--max-delete", "--force")},
@@ -268,7 +269,7 @@ FILES: dict[str, Spec] = {
     "tar": TAR, "bsdtar": BSDTAR, "zip": ZIP, "unzip": UNZIP,
     "gzip": GZIP, "gunzip": GZIP, "pigz": PIGZ, "unpigz": PIGZ, "bzip2": BZIP2, "bunzip2": BZIP2,
     "xz": XZ, "unxz": XZ, "lzma": XZ, "unlzma": XZ, "zstd": ZSTD, "unzstd": ZSTD, "lz4": LZ4, "unlz4": LZ4,
-    "brotli": BROTLI, "lzip": LZIP, "compress": COMPRESS, "uncompress": COMPRESS,
+    "brotli": BROTLI, "lzip": LZIP, "compress": COMPRESS, "uncompress": GZIP,
     "rsync": RSYNC, "curl": CURL, "wget": WGET,
 }
 

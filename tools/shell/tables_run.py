@@ -97,16 +97,27 @@ WRAPPER_TABLES: dict[str, Spec] = {
                   "leak-check= show-leak-kinds= errors-for-leak-kinds= track-origins= num-callers= error-exitcode= "
                   "error-limit= show-error-list= suppressions= gen-suppressions= >log-file= log-fd= xml= "
                   ">xml-file= xml-fd= demangle= read-var-info= read-inline-info= max-stackframe= main-stacksize= "
-                  "undef-value-errors= keep-stacktraces= freelist-vol= show-reachable= smc-check=" + _GNU,
+                  "undef-value-errors= keep-stacktraces= freelist-vol= show-reachable= smc-check= help-debug "
+                  "help-dyn-options trace-children-skip= trace-children-skip-by-arg= exit-on-first-error= "
+                  "error-markers= keep-debuginfo= show-below-main= default-suppressions= input-fd= alignment= "
+                  "redzone-size= fullpath-after= extra-debuginfo-path= allow-mismatched-debuginfo= "
+                  "run-libc-freeres= run-cxx-freeres= sim-hints= fair-sched= kernel-variant= "
+                  "merge-recursive-frames= num-transtab-sectors= avg-transtab-entry-size= aspace-minaddr= "
+                  "valgrind-stacksize= show-emwarns= require-text-symbol= soname-synonyms= sigill-diagnostics= "
+                  "unw-stack-scan-thresh= unw-stack-scan-frames= resync-filter= max-threads= leak-resolution= "
+                  "leak-check-heuristics= partial-loads-ok= expensive-definedness-checks= freelist-big-blocks= "
+                  "workaround-gcc296-bugs= ignore-ranges= ignore-range-below-sp= malloc-fill= free-fill= "
+                  "show-mismatched-frees= >xtree-memory-file= >xtree-leak-file= xtree-memory= xtree-leak=" + _GNU,
                   stop=True),
     "coproc": FREE, "then": FREE, "do": FREE, "else": FREE, "!": FREE, "{": FREE, "}": FREE,
     # These always ask: they run the command outside this session.
     "systemd-run": FREE, "nsenter": FREE,
 }
 
-_BASH = S("abBcCefhHiklmnprstuvxDEPT o: O:", "*debugger dump-po-strings dump-strings help *init-file= *rcfile= "
+_BASH = S("abBcCefhHiklmnprstuvxDEPT o: O:", "*debugger *debug dump-po-strings dump-strings help *init-file= *rcfile= "
           "login noediting noprofile norc posix pretty-print restricted verbose version", stop=True, plus=True,
-          risky={"--debugger": "loads the bash debugger's start-up code"})
+          risky={"--debugger": "loads the bash debugger's start-up code",
+                 "--debug": "loads the bash debugger's start-up code"})
 _POSIX_SH = S("aCefhimnuvxlcsEbVp o:", stop=True, plus=True)
 _KSH = S("abcefhiklmnprsuvxXUC o: T:", stop=True, plus=True)
 _CSH = S("bcdefimnqstvVxX", stop=True)
@@ -134,7 +145,7 @@ _PY_W = r"\w*(:[^:]*(:([A-Za-z_]\w*)?(:[^:]*(:\d*)?)?)?)?"  # a category by its 
 _PYTHON = S("bBdEhiIOPqsSuvVx? *c: *m: W: X:", "help help-env help-xoptions help-all version "
             "check-hash-based-pycs=", stop=True, ends="-c -m", values={"-X": _PY_X, "-W": _PY_W})
 _PERL_MODULE = r"(?s)-?[A-Za-z_]\w*(::\w+)*(=.*)?"
-_PERL = S("acnpsStTUvwWXh *e: *E: I: F:: *i:: l:: M:: m:: D:: x:: 0:: C:: V::", "help version", stop=True,
+_PERL = S("acfnpsStTUvwWXh *e: *E: I: F:: *i:: l:: M:: m:: D:: x:: 0:: C:: V::", "help version", stop=True,
           values={"-M": _PERL_MODULE, "-m": _PERL_MODULE, "-i": r"[^/]*"},
           risky={"-d": "runs the perl debugger or a Devel module", "-u": "dumps core"})
 _RUBY = S("acdhlnpsSvwyU *e: *r: I: C: E: F:: K:: T:: W:: x:: 0:: *i::",
@@ -154,7 +165,20 @@ _NODE = S("hvcip *e: *p: *r: C:",
           "disallow-code-generation-from-strings jitless harmony expose-gc v8-options completion-bash "
           "max-http-header-size= insecure-http-parser dns-result-order= conditions= no-addons "
           "no-global-search-paths trace-uncaught trace-exit trace-sigint force-fips enable-fips secure-heap= "
-          "no-extra-info-on-fatal-exception version help", stop=True, ends="-e -p --eval --print",
+          "no-extra-info-on-fatal-exception version help allow-addons allow-child-process allow-wasi allow-worker "
+          "cpu-prof cpu-prof-interval= heap-prof heap-prof-interval= disable-proto= disable-warning= "
+          "experimental-default-type= experimental-require-module no-experimental-require-module "
+          "experimental-eventsource experimental-websocket experimental-print-required-tla "
+          "no-experimental-detect-module no-experimental-global-customevent no-experimental-global-webcrypto "
+          "no-experimental-repl-await force-context-aware force-node-api-uncaught-exceptions-policy= "
+          "heapsnapshot-near-heap-limit= huge-max-old-generation-size interpreted-frames-native-stack "
+          "network-family-autoselection-attempt-timeout= enable-network-family-autoselection "
+          "no-network-family-autoselection node-memory-debug openssl-legacy-provider openssl-shared-config prof "
+          "report-compact report-on-fatalerror report-on-signal report-signal= report-uncaught-exception "
+          "report-exclude-network secure-heap-min= tls-cipher-list= >tls-keylog= tls-max-v1.2 tls-max-v1.3 "
+          "tls-min-v1.0 tls-min-v1.1 trace-atomics-wait trace-event-categories= trace-promises "
+          "trace-require-module= trace-sync-io trace-tls track-heap-objects use-largepages= v8-pool-size= "
+          "no-force-async-hooks-checks disable-wasm-trap-handler", stop=True, ends="-e -p --eval --print",
           risky={k: "opens a debugger port or loads code or settings from elsewhere" for k in (
               "--inspect", "--inspect-brk", "--inspect-port", "--inspect-wait", "--inspect-publish-uid",
               "--openssl-config", "--env-file", "--env-file-if-exists", "--experimental-policy",
@@ -164,7 +188,7 @@ _NODE = S("hvcip *e: *p: *r: C:",
               "--experimental-permission", "--permission", "--allow-fs-read", "--allow-fs-write")})
 _AWK_W = r"(version|interactive|posix_space|usage|help|dump|sprintf=\d+|random=\d+|posix|traditional|lint|" \
          r"re-interval|sandbox)"
-_AWK = S("bcCgMNnOPrsStVhLy *f: v: F: *e: *i: *l: *E: >o:: >p:: >d:: D:: W:",
+_AWK = S("bcCgIMNnOPrsStVhLy *f: v: F: *e: *i: *l: *E: >o:: >p:: >d:: D:: W:",
          "assign= field-separator= *file= characters-as-bytes traditional copyright gen-pot >dump-variables?= "
          "debug?= *source= *exec= *include= *load= lint?= bignum use-lc-numeric non-decimal-data no-optimize "
          "optimize >pretty-print?= >profile?= posix re-interval sandbox lint-old version help csv trace",
@@ -187,13 +211,18 @@ _PSQL = S("aAbeEhHlnqsStVwWxXz01? *c: d: *f: F: h: >L: *o: p: P: R: T: U: v:",
           "html list >log-file= no-readline *output= port= pset= quiet record-separator= single-step single-line "
           "tuples-only table-attr= username= set= variable= version no-password password expanded no-psqlrc "
           "field-separator-zero record-separator-zero single-transaction help?= csv")
-_MYSQL = S("ABbCEfHiNnqrstUvVwX? h: P: u: p:: D: *e: S: c",
+_MYSQL = S("ABbCEfHiNnqrstUvVwX?I#TLGo h: P: u: p:: D: *e: S: c",
            "host= port= user= password?= database= *execute= batch skip-column-names silent table verbose version "
            "vertical raw html xml protocol= socket= ssl ssl-mode= ssl-ca= ssl-cert= ssl-key= ssl-verify-server-cert "
            "default-character-set= no-auto-rehash auto-rehash connect-timeout= max-allowed-packet= column-names "
            "help compress quick unbuffered wait force ignore-spaces safe-updates i-am-a-dummy select-limit= "
            "show-warnings no-beep column-type-info comments skip-comments binary-mode line-numbers "
-           "skip-line-numbers",
+           "skip-line-numbers print-defaults no-defaults abort-source-on-error auto-vertical-output binary-as-hex "
+           "character-sets-dir= connect-expired-password debug-check debug-info delimiter= "
+           "enable-cleartext-plugin max-join-size= named-commands skip-named-commands net-buffer-length= "
+           "one-database print-query-on-error progress-reports prompt= quick-max-column-width= reconnect "
+           "skip-reconnect sandbox secure-auth sigint-ignore ssl-capath= ssl-cipher= ssl-crl= ssl-crlpath= "
+           "tls-version= disable-tee",
            risky={k: "runs a pager, writes a log, or loads options or plugins from elsewhere" for k in (
                "--pager", "--tee", "--init-command", "--defaults-file", "--defaults-extra-file", "--plugin-dir",
                "--default-auth", "--load-data-local-dir", "--system-command", "--defaults-group-suffix",
@@ -267,16 +296,18 @@ OTHERS: dict[str, Spec] = {
                     "interval= invocation= lines?= list-boots list-catalog list-invocations list-namespaces "
                     "machine= merge namespace= no-full no-hostname no-pager no-tail output= output-fields= "
                     "pager-end priority= quiet reverse root= show-cursor since= synchronize-on-exit= system "
-                    "truncate-newline unit= until= user user-unit= utc verify verify-key=" + _GNU, numbers=True,
+                    "truncate-newline unit= until= user user-unit= utc verify verify-key= force" + _GNU,
+                    numbers=True,
                     risky={k: "changes the system journal" for k in (
                         "--vacuum-size", "--vacuum-time", "--vacuum-files", "--rotate", "--flush", "--sync",
                         "--relinquish-var", "--smart-relinquish-var", "--setup-keys", "--update-catalog")}),
-    "systemctl": S("ahlqrt H: M: n: o: p: P: s:", "all full host= machine= no-pager no-legend no-ask-password "
+    "systemctl": S("ahlqrtTif H: M: n: o: p: P: s:", "all full host= machine= no-pager no-legend no-ask-password "
                    "lines= output= property= value plain quiet recursive reverse state= type= user system global "
                    "runtime show-types failed now force wait no-block no-reload no-wall job-mode= "
                    "check-inhibitors= root= image= preset-mode= legend= timestamp= with-dependencies before after "
                    "show-transaction what= kill-whom= kill-value= signal= dry-run marked firmware-setup "
-                   "boot-loader-menu= boot-loader-entry= reboot-argument= message= when=" + _GNU),
+                   "boot-loader-menu= boot-loader-entry= reboot-argument= message= when= read-only mkdir"
+                   + _GNU),
     "loginctl": S("ahlqp H: M: n: o: P: s:", "all full host= machine= no-pager no-legend no-ask-password lines= "
                   "output= property= value signal= kill-whom=" + _GNU),
     **dict.fromkeys(("timedatectl", "hostnamectl", "localectl"), S(
@@ -288,7 +319,9 @@ OTHERS: dict[str, Spec] = {
              "names-only nh no-hyphenation no-justification no-subpages *pager= path *preprocessor= prompt= "
              "recode= regex sections= systems= troff troff-device?= update usage warnings?= whatis where "
              "where-cat wildcard" + _GNU),
-    **dict.fromkeys(("less", "more"), S(
+    "more": S("dlfpcsuehV n:", "silent logical no-pause print-over clean-print exit-on-eof squeeze plain lines="
+              + _GNU, numbers=True),
+    "less": S(
         "?aABcCdeEfFgGiIJKLmMnNqQrRsSuUVwWXz~ b: h: j: *k: *o: *O: p: P: t: T: x: y: #: D:",
         "auto-buffers buffers= clear-screen CLEAR-SCREEN dumb color= quit-at-eof QUIT-AT-EOF force "
         "quit-if-one-screen hilite-search HILITE-SEARCH hilite-unread HILITE-UNREAD max-back-scroll= ignore-case "
@@ -301,7 +334,7 @@ OTHERS: dict[str, Spec] = {
         "PROC-RETURN exit-follow-on-close intr= no-search-headers no-number-headers form-feed match-shift= "
         "wordwrap WORDWRAP shift= squeeze-blank-lines search-skip-screen SEARCH-SKIP-SCREEN no-lessopen quotes= "
         "quit-on-intr tilde" + _GNU,
-        risky={"--lesskey-content": "binds keys to commands"})),
+        risky={"--lesskey-content": "binds keys to commands"}),
     **dict.fromkeys(("rg", "ripgrep"), S(
         "0abcFhHiIlLnNopPqsSuUvwxzV. A: B: C: d: e: E: f: g: j: m: M: r: t: T:",
         "after-context= before-context= binary block-buffered byte-offset case-sensitive color= colors= column "

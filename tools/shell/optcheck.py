@@ -21,10 +21,10 @@ import posixpath
 import re
 from typing import TYPE_CHECKING
 
-from tools.shell.options import Opts, Spec, parse_opts
+from tools.shell.options import Opts, Spec, expand_long, parse_opts
 from tools.shell.parse import Word
 from tools.shell.tables import OPTIONS, SHELL_RCS
-from tools.shell.tables_run import DB_SUBCOMMANDS
+from tools.shell.tables_run import ATTACHED_UNREAD, DB_SUBCOMMANDS
 
 if TYPE_CHECKING:
     from tools.shell.engine import Engine as _Base
@@ -108,6 +108,7 @@ class OptionCheck(_Base):
             if subs is not None and o.operands and o.operands[0].text not in subs:
                 self.add("dangerous", f"{name} {o.operands[0].text[:30]} is not a subcommand this classifier knows to "
                                       "be harmless")
+        self.attached_code(name, args, spec)
         rcs = SHELL_RCS.get(name)
         ws = self.ctx.workspace
         if rcs is not None and ws is not None and not any(a.text in rcs[1] for a in args):
@@ -115,6 +116,16 @@ class OptionCheck(_Base):
                 if os.path.lexists(posixpath.join(ws, rc)):
                     self.add("dangerous", f"{name} reads {rc} from the sandbox's home, which can run anything")
         return True
+
+    def attached_code(self, name: str, args: list[Word], spec: Spec) -> None:
+        unread = ATTACHED_UNREAD.get(name, frozenset())
+        for a in args:
+            if a.text == "--" or not a.text.startswith("-"):
+                return
+            opt, eq, _ = a.text.partition("=")
+            if eq and set(expand_long(opt, spec.longs)) & unread:
+                self.add("dangerous", f"{name} {opt}=… is code the classifier reads only as a separate word")
+                return
 
     def sub_options(self, name: str, args: list[Word]) -> tuple[str | None, Opts]:
         """For a program with subcommands (``ruff check``): the options before the subcommand, then the
@@ -133,19 +144,19 @@ class OptionCheck(_Base):
 
     # ---- deletes -----------------------------------------------------------------------------------
 
-    def deletes(self, targets: list[Word], how: str, *, own_link: bool = False) -> None:
-        """Files a command deletes: each must stay inside the workspace, and together they must be few and
-        named (``MAX_DELETES``)."""
+    def deletes(self, targets: list[Word], how: str, *, own_link: bool = False, verb: str = "deletes") -> None:
+        """Files a command deletes (or empties): each must stay inside the workspace, and together they must be
+        few and named (``MAX_DELETES``)."""
         patterns = [t for t in targets if t.glob or t.dynamic]
         named = len(targets) - len(patterns)
         if patterns:
-            self.add("dangerous", f"{how} {patterns[0].text[:40]} deletes every file the pattern matches")
+            self.add("dangerous", f"{how} {patterns[0].text[:40]} {verb} every file the pattern matches")
         if named > MAX_DELETES:
-            self.add("dangerous", f"{how} deletes {named} files (more than {MAX_DELETES} ask)")
+            self.add("dangerous", f"{how} {verb} {named} files (more than {MAX_DELETES} ask)")
         else:
             before = self.ctx.deleted
             self.ctx.deleted += named
             if before <= MAX_DELETES < self.ctx.deleted:
                 self.add("dangerous", f"this command line deletes more than {MAX_DELETES} files", own=False)
         for t in targets:
-            self.write(t, f"{how} deletes", glob_ok=True, own_link=own_link)
+            self.write(t, f"{how} {verb}", glob_ok=True, own_link=own_link)

@@ -117,6 +117,8 @@ class Rules(_Base):
                     self.add("hardline", f"mv moves {why} away")
                     return
                 self.write(src, "mv moves away", glob_ok=True, own_link=links)
+            if o.operands[-1:] and o.operands[-1].text in HARMLESS_SINKS and not target_dir:
+                self.deletes(sources, "mv … /dev/null")
         if name == "install" and o.has("-d", "--directory"):
             return
         no_clobber = o.has("-n", "--no-clobber", "-i", "--interactive") or any(
@@ -220,8 +222,11 @@ class Rules(_Base):
                        longs=("--no-create", "--io-blocks", "--reference", "--size", "--help", "--version"))
         if not o.operands:
             self.add("dangerous", "truncate cuts files short")
-        for f in o.operands:
-            self.write(f, "truncate cuts short", glob_ok=True)
+        if all(s.text.startswith(("+", ">")) for s in o.value("-s", "--size")) and o.value("-s", "--size"):
+            for f in o.operands:  # it only grows them
+                self.write(f, "truncate changes", glob_ok=True)
+        else:  # emptying a file destroys what is in it like deleting it
+            self.deletes(o.operands, "truncate", verb="empties")
 
     def cmd_tee(self, args: list[Word]) -> None:
         o = parse_opts(args, longs=("--append", "--ignore-interrupts", "--output-error", "--help", "--version"))

@@ -70,7 +70,7 @@ ZIP = S("0123456789@AcdDeFfgJjklLmoqrSTuvVwXyz$ *-TT: -FF -FS -FI -MM -sf -so -s
         "adjust-sfx append-output binary compression-method= copy-entries display-bytes display-counts "
         "display-dots display-globaldots display-usize display-volume dot-size= entry-comments exclude= fix "
         "fixfix fix-fix freshen from-crlf grow include= junk-paths junk-sfx latin1-comments lf-crlf "
-        "library-compression log-append *logfile-path= log-info no-dir-entries no-extra no-wild "
+        "library-compression log-append >logfile-path= log-info no-dir-entries no-extra no-wild "
         "*output-file= *out= password= quiet recurse-paths recurse-patterns show-command show-files "
         "show-unicode-files split-bell split-pause split-size= split-verbose suffixes= symlinks temp-path= test "
         "to-crlf translate-eol *unzip-command= update verbose version help wild-stop-dirs filesync "

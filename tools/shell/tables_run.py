@@ -131,6 +131,11 @@ SHELLS: dict[str, Spec] = {
               ">debug-output= >profile= >profile-startup=", stop=True),
 }
 # What each shell reads from the home (the workspace) whatever its options, and the option that skips it.
+# Options an interpreter rule reads as code only when their value is the next word: ``--file=x`` asks.
+ATTACHED_UNREAD: dict[str, frozenset[str]] = {
+    **dict.fromkeys(("awk", "gawk", "mawk", "nawk", "busybox-awk"), frozenset({"--file", "--source"})),
+    "php": frozenset({"--run", "--process-begin", "--process-code", "--process-file", "--process-end"}),
+}
 SHELL_RCS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "zsh": ((".zshenv",), ("-f", "--no-rcs", "--norcs")),
     "fish": ((".config/fish/config.fish", ".config/fish/conf.d"), ("-N", "--no-config")),
@@ -153,7 +158,7 @@ _RUBY = S("acdhlnpsSvwyU *e: *r: I: C: E: F:: K:: T:: W:: x:: 0:: *i::",
           "rjit backtrace-limit= dump=", stop=True, values={"-i": r"[^/]*"},
           risky={"--crash-report": "writes a crash report file"})
 _NODE = S("hvcip *e: *p: *r: C:",
-          "eval= print= *require= *import= check interactive no-warnings no-deprecation trace-warnings "
+          "eval= print= check interactive no-warnings no-deprecation trace-warnings "
           "trace-deprecation throw-deprecation pending-deprecation enable-source-maps max-old-space-size= "
           "max-semi-space-size= stack-size= stack-trace-limit= experimental-vm-modules experimental-modules "
           "experimental-specifier-resolution= experimental-json-modules experimental-repl-await "
@@ -185,22 +190,27 @@ _NODE = S("hvcip *e: *p: *r: C:",
               "--experimental-loader", "--loader", "--snapshot-blob", "--build-snapshot", "--icu-data-dir",
               "--redirect-warnings", "--report-dir", "--report-directory", "--diagnostic-dir", "--cpu-prof-dir",
               "--heap-prof-dir", "--heapsnapshot-signal", "--watch", "--watch-path", "--test", "--run",
+              "--require", "--import",
               "--experimental-permission", "--permission", "--allow-fs-read", "--allow-fs-write")})
 _AWK_W = r"(version|interactive|posix_space|usage|help|dump|sprintf=\d+|random=\d+|posix|traditional|lint|" \
          r"re-interval|sandbox)"
-_AWK = S("bcCgIMNnOPrsStVhLy *f: v: F: *e: *i: *l: *E: >o:: >p:: >d:: D:: W:",
+_AWK = S("bcCgIMNnOPrsStVhLy *f: v: F: *e: *i: *l: >o:: >p:: >d:: D:: W:",
          "assign= field-separator= *file= characters-as-bytes traditional copyright gen-pot >dump-variables?= "
-         "debug?= *source= *exec= *include= *load= lint?= bignum use-lc-numeric non-decimal-data no-optimize "
-         "optimize >pretty-print?= >profile?= posix re-interval sandbox lint-old version help csv trace",
-         stop=True, values={"-W": _AWK_W})
+         "debug?= *source= lint?= bignum use-lc-numeric non-decimal-data no-optimize optimize >pretty-print?= "
+         ">profile?= posix re-interval sandbox lint-old version help csv trace",
+         stop=True, values={"-W": _AWK_W},
+         risky={k: "runs or loads an awk program file the classifier does not read (use -f)" for k in (
+             "-E", "--exec", "--include", "--load")})
 LANGS: dict[str, Spec] = {
     **dict.fromkeys(("python", "python2", "python3", "pypy", "pypy3"), _PYTHON),
     "perl": _PERL, "ruby": _RUBY, **dict.fromkeys(("node", "nodejs", "bun", "deno"), _NODE),
-    "php": S("aCFhHilmnqsvwe *r: *B: *R: *E: *f: *c: *d: t: *S:", "php-ini= no-php-ini define= info lint modules "
-             "run= process-begin= process-code= process-file= process-end= syntax-highlight strip rf= rc= re= ri= "
+    "php": S("aCFhHilmnqsvwe *r: *B: *R: *E: *f: *c: *d: t: *S:", "no-php-ini info lint modules *run= "
+             "*process-begin= *process-code= *process-file= *process-end= syntax-highlight strip rf= rc= re= ri= "
              "ini?= help version", stop=True, ends="-r",
              risky={"-z": "loads a Zend extension (a library)", "--zend-extension": "loads a Zend extension (a "
-                                                                                    "library)"}),
+                                                                                    "library)",
+                    "--define": "sets php.ini entries (auto_prepend_file runs a file)",
+                    "--php-ini": "reads another php.ini (auto_prepend_file runs a file)"}),
     "lua": S("ivEW *e: *l:", stop=True), "luajit": S("ivEWjO *e: *l:", stop=True,
                                                       risky={"-b": "writes compiled bytecode to a file"}),
     **dict.fromkeys(("awk", "gawk", "mawk", "nawk", "busybox-awk"), _AWK),

@@ -109,6 +109,11 @@ _TABLES: dict[str, Spec] = {
     "tag": S("adsfvlieF: m: u: n::", "annotate delete sign local-user= force verify list contains?= merged?= "
              "points-at= sort= format= column?= color?= create-reflog cleanup= ignore-case omit-empty trailer= "
              "message= *file= edit"),
+    "config": S("lz *f:", "global system local worktree *file= blob= get get-all get-regexp get-urlmatch replace-all "
+                "add unset unset-all rename-section remove-section list fixed-value get-color get-colorbool type= bool "
+                "int bool-or-int bool-or-str path expiry-date null name-only includes show-origin show-scope default= "
+                "comment= value= all url=",
+                risky={"-e": "opens the configuration in an editor", "--edit": "opens the configuration in an editor"}),
     "rev-parse": S("q", "abbrev-ref?= all branches?= tags?= remotes?= glob= exclude= exclude-hidden= "
                    "disambiguate= git-dir git-common-dir absolute-git-dir is-inside-git-dir is-inside-work-tree "
                    "is-bare-repository is-shallow-repository local-env-vars resolve-git-dir= git-path= show-cdup "

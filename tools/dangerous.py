@@ -19,8 +19,11 @@ The policy is an allowlist: a simple command is safe only when its program is kn
 options and arguments are known to be harmless - read-only tools, and writes that provably stay inside
 the workspace (redirects, cp/mv/tee/``sed -i``/``rm -f`` of files there, mkdir, touch...). A program
 the classifier does not know, an option that runs code or names a program, code it cannot resolve to
-names, a command word that is not a literal: all need approval. Build and test runners (make, pytest,
-npm, cargo...) run project code that cannot be parsed, so they ask unless ``approvals.allow`` lists them
+names, a command word that is not a literal: all need approval. The allowlist is of options too: every
+known program has a table of its options (``tools/shell/tables*.py``) and an option not in it asks;
+deleting more than three named files in one line, a glob or a directory asks like ``rm -r``. Build and
+test runners (make, pytest, npm, cargo...) run project code that cannot be parsed, so they ask unless
+``approvals.allow`` lists them
 (see ``tools/shell/check.py`` and docs/ARCHITECTURE.md). Script files are read only from inside the
 workspace, and no reason ever quotes a file's contents. Every finding carries a short human reason.
 This module imports nothing from the gateway.

@@ -52,7 +52,9 @@ INSIDE_SAFE = [
     "perl -pi -e 's/a/b/' f",
     "rm -f scratch.tmp",
     "rm scratch.tmp",
-    "rm -f *.tmp",
+    # Changed on purpose: a pattern deletes every file it matches, so ``rm -f *.tmp`` asks now
+    # (test_dangerous_deletes.py); a few named files do not.
+    "rm -f scratch.tmp x.tmp",
     "unlink scratch.tmp",
     "truncate -s 0 notes.txt",
     "dd if=/dev/zero of=img bs=1 count=1",

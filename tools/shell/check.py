@@ -35,6 +35,7 @@ from tools.shell.engine import SAME, UNKNOWN_INPUT, Context, Finding, Inherit, L
 from tools.shell.files import FileTools
 from tools.shell.git import Git
 from tools.shell.known import Known
+from tools.shell.optcheck import OptionCheck
 from tools.shell.parse import Command, Feed, Redirect, Script, Word, clean, expand_braces, parse
 from tools.shell.paths import BLOCK_DEVICE, HARMLESS_SINKS, critical
 from tools.shell.reading import NODE_CORE as _NODE_CORE
@@ -82,7 +83,7 @@ def canonical(words: list[Word], assigns: list[tuple[str, Word]] | tuple = ()) -
     return " ".join([*(f"{k}={quote(v.text)}" for k, v in assigns), *(quote(w.text) for w in words)])
 
 
-class Checker(Values, Rules, FileTools, Known, Git, Runners):
+class Checker(Values, OptionCheck, Rules, FileTools, Known, Git, Runners):
     def __init__(self, ctx: Context, depth: int = 0, prefix: str = "", *, feed: Feed | None = None,
                  positional: list[Word] | None = None, quiet: str | None = None) -> None:
         self.ctx = ctx
@@ -401,6 +402,8 @@ class Checker(Values, Rules, FileTools, Known, Git, Runners):
                     list(dict.fromkeys([*(old or []), *known]))
         words = cmd.words
         if cmd.declaration:
+            if words and not words[0].dynamic:
+                self.program_options(words[0].text, words[1:])
             self.declaration(words)
             return
         if not words:
@@ -446,6 +449,7 @@ class Checker(Values, Rules, FileTools, Known, Git, Runners):
                 path_head = True
             if name not in WRAPPERS:
                 break
+            self.program_options(name, words[1:])
             inner = self.unwrap(name, words[1:])
             if inner is None:
                 return
@@ -460,13 +464,19 @@ class Checker(Values, Rules, FileTools, Known, Git, Runners):
             self.add("dangerous", f"{name} is not a program this classifier knows to be harmless")
 
     def dispatch(self, name: str, args: list[Word]) -> bool:
-        """Runs the rules for ``name``; False when no rule knows the program."""
+        """Runs the option check and the rules for ``name``; False when no rule knows the program. A program a
+        rule knows but the option tables do not asks: its options would go unchecked."""
+        tabled = self.program_options(name, args)
         rule = getattr(self, "cmd_" + re.sub(r"\W", "_", name), None) if _RULE_NAME.fullmatch(name) else None
         if rule is not None:
             rule(args)
             self.by_kind(name, args)
-            return True
-        return self.by_kind(name, args) or self.known(name, args)
+            known = True
+        else:
+            known = self.by_kind(name, args) or self.known(name, args)
+        if known and not tabled:
+            self.add("dangerous", f"{name}: the classifier has no table of its options")
+        return known
 
     def dynamic_head(self, words: list[Word]) -> None:
         self.add("dangerous", "the command to run is only known at run time")

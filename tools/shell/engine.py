@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal, NamedTuple, Protocol
 
 from tools.shell.effects import Effect
+from tools.shell.options import Opts, Spec
 from tools.shell.parse import Feed
 from tools.shell.words import Word
 
@@ -75,6 +76,7 @@ class Context:
     modules: set[str] = field(default_factory=set)  # python modules already read from the workspace
     git_seen: bool = False  # a git command ran (its repository's configuration and hooks were read)
     unpacked: bool = False  # an archive or a patch is unpacked: files nobody named may change
+    deleted: int = 0  # files the line's commands delete by name (optcheck.MAX_DELETES)
 
 
 class Engine(Protocol):
@@ -133,6 +135,16 @@ class Engine(Protocol):
     def critical_here(self, target: Word) -> str | None: ...
 
     def static_output(self, text: str) -> bytes | None: ...
+
+    def check_options(self, label: str, args: list[Word], spec: Spec) -> Opts: ...
+
+    def loose_words(self, label: str, words: list[Word]) -> None: ...
+
+    def deletes(self, targets: list[Word], how: str, *, own_link: bool = False, verb: str = "deletes") -> None: ...
+
+    def sub_options(self, name: str, args: list[Word]) -> tuple[str | None, Opts]: ...
+
+    def apply_patch(self, sources: list[Word], how: str, base: Word, strip: int | None) -> bool: ...
 
     cur_feed: Feed | None
     env_assigns: list[tuple[str, Word]]

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 from tools.shell.engine import UNKNOWN_INPUT
 from tools.shell.options import parse_opts
 from tools.shell.parse import Word
+from tools.shell.tables import OPTIONS
+from tools.shell.tables_files import XXD_OPTIONS, XXD_VALUES
 
 if TYPE_CHECKING:
     from tools.shell.engine import Engine as _Base
@@ -41,6 +43,8 @@ _TAR_FLAGS = ("--extract", "--get", "--create", "--append", "--update", "--list"
               "--ignore-zeros", "--to-stdout", "--keep-newer-files", "--unlink-first", "--recursive-unlink",
               "--null", "--verify", "--sparse", "--interactive", "--confirmation", "--acls", "--selinux",
               "--xattrs", "--touch", "--help", "--version", "--show-transformed-names", "--test-label")
+# These keep their input unless told to remove it (``--rm``); the others replace it unless told to keep it.
+_KEEPS_INPUT = frozenset({"zstd", "unzstd", "lz4", "unlz4", "brotli"})
 _COMPRESSORS = frozenset({"gzip", "gunzip", "bzip2", "bunzip2", "xz", "unxz", "zstd", "unzstd", "lzma", "unlzma",
                           "pigz", "unpigz", "lz4", "unlz4", "brotli", "lzip", "compress", "uncompress"})
 
@@ -84,10 +88,10 @@ class FileTools(_Base):
 
     # ---- archives ------------------------------------------------------------------------------------
 
-    def cmd_tar(self, args: list[Word]) -> None:
+    def cmd_tar(self, args: list[Word], name: str = "tar") -> None:
         if args and re.fullmatch(r"[A-Za-z]+", args[0].text) and not args[0].dynamic:
             args = [Word("-" + args[0].text), *args[1:]]  # old style: ``tar xzf a.tar``
-        o = parse_opts(args, short_args="fCIFTXgLVbKNH", long_args=_TAR_ARGS, longs=_TAR_ARGS + _TAR_FLAGS)
+        o = parse_opts(args, spec=OPTIONS[name])  # --remove-files, --recursive-unlink, -U: risky there
         if o.dynamic:
             self.add("dangerous", "tar with options only known at run time")
         for w in o.value("--to-command"):
@@ -104,7 +108,7 @@ class FileTools(_Base):
         if any(":" in f.text.split("/")[0] for f in files if not f.text.startswith("/")):
             self.add("dangerous", "tar -f host:file runs a remote shell")
         if o.has("-x", "--extract", "--get"):
-            if o.has("-P", "--absolute-names"):
+            if o.has("-P", "--absolute-names", "--absolute-paths"):
                 self.add("dangerous", "tar -P extracts to absolute paths anywhere")
             dirs = o.value("-C", "--directory")
             if o.has("-O", "--to-stdout"):
@@ -115,52 +119,49 @@ class FileTools(_Base):
             for f in files:
                 if f.text != "-":
                     self.write(f, "tar writes the archive")
-            if o.has("--remove-files"):
-                for f in o.operands:
-                    self.write(f, "tar --remove-files deletes", glob_ok=True)
         for f in o.value("--index-file"):
             self.write(f, "tar --index-file writes")
 
-    cmd_bsdtar = cmd_tar
+    def cmd_bsdtar(self, args: list[Word]) -> None:
+        self.cmd_tar(args, "bsdtar")
 
     def cmd_zip(self, args: list[Word]) -> None:
-        o = parse_opts(args, short_args="bOntix", long_args=("--unzip-command", "--temp-path", "--output-file",
-                                                            "--suffixes", "--include", "--exclude"))
+        o = parse_opts(args, spec=OPTIONS["zip"])  # -m, --move: risky there
         for w in o.value("-TT", "--unzip-command"):
             self.run_program(w, "zip --unzip-command")
-        tt = [i for i, a in enumerate(args) if a.text == "-TT"]  # -TT takes the next word (not a cluster)
-        for i in tt:
-            if i + 1 < len(args):
-                self.run_program(args[i + 1], "zip -TT")
-        ops = [w for w in o.operands if not any(i + 1 < len(args) and args[i + 1] is w for i in tt)]
-        for f in o.value("-O", "--output-file") or ops[:1]:
+        for f in o.value("-O", "--output-file", "--out") or o.operands[:1]:
             self.write(f, "zip writes the archive")
-        if o.has("-m", "--move"):
-            for f in ops[1:]:
-                self.write(f, "zip -m deletes", glob_ok=True)
 
     def cmd_unzip(self, args: list[Word]) -> None:
-        o = parse_opts(args, short_args="dx")
+        o = parse_opts(args, spec=OPTIONS["unzip"])
         if o.has("l", "t", "v", "Z", "z", "p", "c"):
             return
         dirs = o.value("-d")
         self.unpack(dirs[-1] if dirs else Word("."), "unzip extracts")
 
     def compressor(self, name: str, args: list[Word]) -> None:
-        o = parse_opts(args, short_args="oSbLTM" if name.startswith(("zstd", "unzstd")) else "S",
-                       long_args=("--output", "--suffix"))
+        """A compressor writes FILE.gz (or FILE from FILE.gz) and, unless told to keep it, deletes FILE: a
+        delete of each input (``optcheck.deletes``); ``-r`` replaces every file of a tree."""
+        o = parse_opts(args, spec=OPTIONS[name])
         if o.has("-c", "--stdout", "--to-stdout", "-t", "--test", "-l", "--list"):
             return
         for f in o.value("-o", "--output"):
             self.write(f, f"{name} writes")
-        for f in o.operands:
-            if f.text != "-":
-                self.write(f, f"{name} replaces", glob_ok=True)
+        inputs = [f for f in o.operands if f.text != "-"]
+        if name in _KEEPS_INPUT:
+            removes = o.has("--rm") or (name == "brotli" and o.has("-j"))
+        else:
+            removes = not o.has("-k", "--keep")
+        if o.has("-r", "--recursive") and inputs:
+            self.add("dangerous", f"{name} -r {'replaces' if removes else 'writes next to'} every file of a tree")
+        if removes:
+            self.deletes(inputs, f"{name} (it replaces its input)")
+        else:
+            for f in inputs:
+                self.write(f, f"{name} writes next to", glob_ok=True)
 
     def cmd_patch(self, args: list[Word]) -> None:
-        o = parse_opts(args, short_args="iodpBDFrVYzgs", long_args=("--input", "--output", "--directory", "--strip",
-                                                                    "--prefix", "--reject-file", "--suffix",
-                                                                    "--basename-prefix", "--ifdef", "--get"))
+        o = parse_opts(args, spec=OPTIONS["patch"])
         if o.has("-C", "--dry-run", "--check"):
             return
         for f in o.value("-o", "--output"):
@@ -169,51 +170,74 @@ class FileTools(_Base):
             self.write(o.operands[0], "patch changes")
             return
         dirs = o.value("-d", "--directory")
-        self.unpack(dirs[-1] if dirs else Word("."), "patch writes the files its patch names")
+        strip = [w.text for w in o.value("-p", "--strip")]
+        if not self.apply_patch(o.value("-i", "--input")[:1], "patch", dirs[-1] if dirs else Word("."),
+                                int(strip[-1]) if strip and strip[-1].isdigit() else None):
+            self.unpack(dirs[-1] if dirs else Word("."), "patch writes the files its patch names")
+
+    def apply_patch(self, sources: list[Word], how: str, base: Word, strip: int | None) -> bool:
+        """The files a patch (from ``sources``, else standard input) changes and deletes, each checked like a
+        write and a delete; a patch nobody can read from the line may delete anything in the tree (False)."""
+        texts: list[bytes | None] = [self.read_file(w)[0] for w in sources] if sources else \
+            [b"" if self.cur_feed is None else self.stdin_data(self.cur_feed)]
+        if any(t is None for t in texts) or base.dynamic:
+            self.add("dangerous", f"{how} applies a patch that is only known at run time (it may delete files)")
+            return False
+        self.ctx.links += 1  # a git patch may make symlinks
+        for data in texts:
+            changed, deleted = patch_targets((data or b"").decode("utf-8", "replace"), strip)
+            for name in changed:
+                self.write(Word(posixpath.join(base.text, name)), f"{how} changes", own_link=True)
+            self.deletes([Word(posixpath.join(base.text, name)) for name in deleted], how, own_link=True)
+        return True
 
     # ---- filters that may write --------------------------------------------------------------------
 
     def cmd_sort(self, args: list[Word]) -> None:
-        o = parse_opts(args, short_args="oTSktz", long_args=("--output", "--compress-program", "--temporary-directory",
-                                                            "--buffer-size", "--key", "--field-separator",
-                                                            "--files0-from", "--parallel", "--batch-size", "--sort",
-                                                            "--random-source"))
+        o = parse_opts(args, spec=OPTIONS["sort"])
         for f in o.value("-o", "--output"):
             self.write(f, "sort -o writes")
         for w in o.value("--compress-program"):
             self.run_program(w, "sort --compress-program")
 
     def cmd_uniq(self, args: list[Word]) -> None:
-        ops = parse_opts(args, short_args="fsw", long_args=("--skip-fields", "--skip-chars", "--check-chars",
-                                                            "--group", "--all-repeated")).operands
+        ops = parse_opts(args, spec=OPTIONS["uniq"]).operands
         if len(ops) >= 2:
             self.write(ops[1], "uniq writes")
 
     def cmd_xxd(self, args: list[Word]) -> None:
-        ops = parse_opts(args, short_args="cglnosC").operands
+        """xxd reads an option by its first letter (``-c8``, ``-cols 8``, ``-ps``): it writes its second operand."""
+        ops: list[Word] = []
+        i = 0
+        while i < len(args):
+            t = args[i].text
+            i += 1
+            if not t.startswith("-") or t == "-" or ops:
+                ops.append(args[i - 1])
+                continue
+            if t[1:2] not in XXD_OPTIONS:
+                self.add("dangerous", f"xxd {t[:20]} is not an option this classifier knows to be harmless")
+            elif t[1] in XXD_VALUES and (len(t) == 2 or t[2:].isalpha()):
+                i += 1  # the value is the next word (``-c 8``, ``-cols 8``); else it is attached (``-c8``)
         if len(ops) >= 2:
             self.write(ops[1], "xxd writes")
 
     def cmd_split(self, args: list[Word]) -> None:
-        o = parse_opts(args, short_args="abCdlnt", long_args=("--filter", "--suffix-length", "--bytes",
-                                                             "--line-bytes", "--lines", "--number",
-                                                             "--additional-suffix", "--separator"))
+        o = parse_opts(args, spec=OPTIONS["split"])
         for w in o.value("--filter"):
             self.run_program(w, "split --filter")
         prefix = o.operands[1] if len(o.operands) > 1 else Word("x")
         self.write(Word(prefix.text + "aa", prefix.dynamic), "split writes")
 
     def cmd_csplit(self, args: list[Word]) -> None:
-        o = parse_opts(args, short_args="fbn", long_args=("--prefix", "--suffix-format", "--digits"))
+        o = parse_opts(args, spec=OPTIONS["csplit"])
         prefix = (o.value("-f", "--prefix") or [Word("xx")])[0]
         self.write(Word(prefix.text + "00", prefix.dynamic), "csplit writes")
 
     def cmd_tree(self, args: list[Word]) -> None:
-        o = parse_opts(args, short_args="oLPIHTX", long_args=("--filelimit", "--timefmt", "--charset", "--sort"))
+        o = parse_opts(args, spec=OPTIONS["tree"])  # -R: risky there
         for f in o.value("-o"):
             self.write(f, "tree -o writes")
-        if o.has("-R"):
-            self.add("dangerous", "tree -R writes an index file into every directory")
 
     # ---- downloads -----------------------------------------------------------------------------------
 
@@ -223,12 +247,7 @@ class FileTools(_Base):
             self.add("dangerous", f"{name} reads {rc} from the sandbox's home, which can make it write or run things")
 
     def cmd_curl(self, args: list[Word]) -> None:
-        o = parse_opts(args, short_args="oDcKdXHAeEuwTmrbFQxUYyzCt",
-                       long_args=("--output", "--dump-header", "--cookie-jar", "--config", "--trace", "--trace-ascii",
-                                  "--stderr", "--libcurl", "--output-dir", "--etag-save", "--hsts", "--alt-svc",
-                                  "--header", "--data", "--user-agent", "--user", "--referer", "--request",
-                                  "--cookie", "--form", "--upload-file", "--url", "--proxy", "--max-time",
-                                  "--connect-timeout", "--retry", "--data-raw", "--data-binary", "--json"))
+        o = parse_opts(args, spec=OPTIONS["curl"])
         if not (args and args[0].text in ("-q", "--disable")):
             self.home_rc("curl", ".curlrc")
         if o.value("-K", "--config"):
@@ -245,11 +264,7 @@ class FileTools(_Base):
                                 url.dynamic or outdir.dynamic), "curl -O writes")
 
     def cmd_wget(self, args: list[Word]) -> None:
-        o = parse_opts(args, short_args="OoaPeiUBTtwlDQA",
-                       long_args=("--output-document", "--output-file", "--append-output", "--directory-prefix",
-                                  "--execute", "--input-file", "--user-agent", "--header", "--config",
-                                  "--use-askpass", "--post-data", "--post-file", "--user", "--password", "--tries",
-                                  "--timeout", "--level", "--accept", "--reject", "--domains", "--base"))
+        o = parse_opts(args, spec=OPTIONS["wget"])
         self.home_rc("wget", ".wgetrc")
         if o.value("-e", "--execute", "--config"):
             self.add("dangerous", "wget -e/--config runs settings that can write anywhere")
@@ -272,3 +287,35 @@ class FileTools(_Base):
                 else "index.html"
             target = posixpath.join(prefix[-1].text, name or "index.html") if prefix else (name or "index.html")
             self.write(Word(target, url.dynamic or any(p.dynamic for p in prefix)), "wget writes")
+
+
+def patch_targets(text: str, strip: int | None) -> tuple[list[str], list[str]]:
+    """The files a unified or git patch changes and the ones it deletes (``+++ /dev/null``), with ``strip``
+    leading components taken off (None: GNU patch's default, the base name)."""
+    changed: list[str] = []
+    deleted: list[str] = []
+    old = ""
+    for line in text.splitlines():
+        if line.startswith("--- "):
+            old = _patch_name(line[4:])
+        elif line.startswith("+++ "):
+            new = _patch_name(line[4:])
+            if new == "/dev/null":
+                deleted.append(_strip(old, strip))
+            else:
+                changed.append(_strip(new, strip))
+        elif line.startswith(("rename to ", "copy to ")):
+            changed.append(line.split(" to ", 1)[1].strip())
+    return list(dict.fromkeys(changed)), list(dict.fromkeys(deleted))
+
+
+def _patch_name(field: str) -> str:
+    name = field.split("\t")[0].strip()
+    return name[1:-1] if len(name) > 1 and name[0] == name[-1] == '"' else name
+
+
+def _strip(path: str, strip: int | None) -> str:
+    if strip is None:
+        return posixpath.basename(path) or path
+    parts = path.split("/")
+    return "/".join(parts[strip:]) or posixpath.basename(path)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from tools.shell.options import Opts, parse_opts
 from tools.shell.parse import Word
 from tools.shell.reading import open_inside, within
+from tools.shell.tables_git import GIT, GIT_GLOBAL, NO_OPTIONS
 from tools.shell.values import quote as sh_quote
 
 if TYPE_CHECKING:
@@ -33,10 +34,13 @@ _GIT_RUNS = re.compile(
     r"(merge|diff)tool\..+\.cmd|man\..+\.cmd|browser\..+\.cmd|web\.browser|sendemail\..+|interactive\.difffilter|"
     r"core\.hookspath|include(if\..+)?\.path|init\.templatedir|protocol\..*allow|instaweb\..+)$", re.IGNORECASE)
 _GIT_PATHS = re.compile(r"^(core\.hookspath|include(if\..+)?\.path|init\.templatedir|protocol\..*allow)$", re.I)
-_GIT_MUTATES = frozenset({"checkout", "switch", "pull", "merge", "reset", "restore", "apply", "am", "stash",
+# (``apply`` and ``am`` count their own links when their patch is read: ``apply_patch``)
+_GIT_MUTATES = frozenset({"checkout", "switch", "pull", "merge", "reset", "restore", "stash",
                           "cherry-pick", "rebase", "revert", "clone", "worktree", "submodule", "read-tree"})
 
 
+_STASH_VERBS = frozenset({"push", "save", "pop", "apply", "list", "show", "drop", "clear", "branch", "create",
+                          "store"})
 _FROM_FILE = "\0"  # marks an alias read from a config file
 _GIT_SUBS = frozenset({
     "add", "am", "annotate", "apply", "archive", "bisect", "blame", "branch", "bundle", "cat-file", "check-attr",
@@ -103,6 +107,10 @@ class Git(_Base):
                     rest.pop(0)
                 if name == "--git-dir":
                     self.add("dangerous", "git --git-dir uses another repository's configuration and hooks")
+            elif not GIT_GLOBAL.known(name) and not opt.dynamic:
+                self.add("dangerous", f"git {name} is not an option this classifier knows to be harmless")
+            elif opt.dynamic:
+                self.add("dangerous", "git with options only known at run time")
         self.repo_code(repo_dirs)
         if not rest:
             return
@@ -137,6 +145,9 @@ class Git(_Base):
         return Word(f"${name}", dynamic=True)
 
     def git_sub(self, sub: str, sargs: list[Word]) -> None:
+        if sub in _GIT_SUBS:
+            self.check_options(f"git {sub}", sargs, GIT.get(sub, NO_OPTIONS))
+            self.git_discards(sub, sargs)
         o: Opts = parse_opts(sargs, longs=_GIT_LONGS.get(sub, ()),
                              short_args={"rebase": "xm", "commit": "mFCc", "format-patch": "o", "archive": "o",
                                          "clone": "obuc", "config": "f"}.get(sub, ""),
@@ -149,11 +160,11 @@ class Git(_Base):
         dyn = o.dynamic or any(w.dynamic for w in o.operands)
         if sub == "reset" and o.has("--hard", "--merge", "--keep"):
             self.add("dangerous", "git reset --hard throws away uncommitted work")
-        elif sub == "clean" and o.has("-f", "--force"):
-            self.add("dangerous", "git clean -f deletes untracked files")
+        elif sub == "clean" and not o.has("-n", "--dry-run"):
+            self.add("dangerous", "git clean deletes untracked files")
         elif sub == "checkout" and ("--" in texts or "." in operands or o.has("-f", "--force")):
             self.add("dangerous", "git checkout -- throws away uncommitted changes")
-        elif sub == "restore" and not o.has("--staged", "-S"):
+        elif sub == "restore" and (not o.has("--staged", "-S") or o.has("--worktree", "-W")):
             self.add("dangerous", "git restore throws away uncommitted changes")
         elif sub == "push" and (o.has("-f", "--force", "--force-with-lease", "--force-if-includes", "--mirror",
                                       "--delete", "-d", "--prune") or any(x.startswith("+") for x in operands)
@@ -202,6 +213,62 @@ class Git(_Base):
             self.add("dangerous", f"git {sub} --extcmd runs a command")
         if any("ext::" in t for t in texts):
             self.add("dangerous", "a git ext:: URL runs a command")
+
+    def git_discards(self, sub: str, sargs: list[Word]) -> None:
+        """Subcommands that delete files of the work tree or the records that recover them."""
+        o = parse_opts(sargs, spec=GIT.get(sub, NO_OPTIONS))
+        verb = o.operands[0].text if o.operands else ""
+        if sub == "stash" and (verb in ("push", "save") or verb not in _STASH_VERBS):
+            if o.has("-u", "--include-untracked", "-a", "--all", "--only-untracked"):
+                self.add("dangerous", "git stash -u takes untracked files out of the work tree (and -a ignored "
+                                      "ones too)")
+        elif sub == "rm" and not o.has("--cached"):
+            self.git_rm(o)
+        elif sub == "checkout" and not o.has("-b", "-B", "--orphan", "--detach", "-p", "--patch"):
+            paths = o.operands[1:] if len(o.operands) > 1 else [w for w in o.operands if self.names_a_path(w)]
+            if paths:
+                self.add("dangerous", f"git checkout {paths[0].text[:40]} throws away uncommitted changes to it")
+        elif sub == "sparse-checkout" and verb not in ("", "list"):
+            self.add("dangerous", f"git sparse-checkout {verb} takes files out of the work tree")
+        elif sub == "worktree" and verb in ("remove", "prune", "move"):
+            self.add("dangerous", f"git worktree {verb} deletes or moves a work tree")
+        elif sub == "submodule" and (verb == "deinit" or (verb == "update" and o.has("-f", "--force"))):
+            self.add("dangerous", f"git submodule {verb} deletes or overwrites a submodule's files")
+        elif sub == "reflog" and verb in ("expire", "delete"):
+            self.add("dangerous", f"git reflog {verb} throws away git's record of where branches were")
+        elif sub == "prune":
+            self.add("dangerous", "git prune deletes the unreachable objects lost work is recovered from")
+        elif sub == "maintenance" and verb in ("start", "register"):
+            self.add("dangerous", f"git maintenance {verb} schedules git to run later")
+        elif sub in ("apply", "am") and not o.has("--cached", "--abort", "--continue", "--skip", "--quit",
+                                                 "--show-current-patch", "--resolved") and (
+                sub == "am" or o.has("--apply") or not o.has("--check", "--stat", "--numstat", "--summary")):
+            strip = [w.text for w in o.value("-p")]
+            base = (o.value("--directory") or [Word(".")])[-1]
+            self.apply_patch(o.operands, f"git {sub}", base, int(strip[-1]) if strip and strip[-1].isdigit() else 1)
+
+    def git_rm(self, o: Opts) -> None:
+        if o.has("-r"):
+            self.add("dangerous", "git rm -r deletes whole directories")
+        if o.has("-f", "--force"):
+            self.add("dangerous", "git rm -f deletes files with uncommitted changes")
+        if o.has("--pathspec-from-file"):
+            self.add("dangerous", "git rm deletes the files a list names")
+        if o.has("-n", "--dry-run"):
+            return
+        # git matches a pathspec itself: ``git rm '*.py'`` is a pattern even quoted.
+        self.deletes([Word(w.text, w.dynamic, w.glob or bool(re.search(r"[*?\[]", w.text)) or self.is_dir(w))
+                      for w in o.operands], "git rm")
+
+    def names_a_path(self, w: Word) -> bool:
+        """Whether ``git checkout X`` names a path (it throws away the changes to it) rather than a branch."""
+        if w.dynamic or w.glob or w.text in (".", "..") or w.text.startswith(":"):
+            return True
+        return any(d is not None and os.path.lexists(posixpath.join(d, w.text)) for d in self.here())
+
+    def is_dir(self, w: Word) -> bool:
+        return w.text in (".", "..") or any(d is not None and os.path.isdir(posixpath.join(d, w.text))
+                                            for d in self.here())
 
     def git_config(self, o: Opts) -> None:
         for f in o.value("--file", "-f"):

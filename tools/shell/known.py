@@ -27,6 +27,7 @@ from tools.shell.files import _COMPRESSORS
 from tools.shell.options import parse_opts
 from tools.shell.parse import Word
 from tools.shell.reading import within
+from tools.shell.tables import OPTIONS
 
 if TYPE_CHECKING:
     from tools.shell.engine import Engine as _Base
@@ -48,7 +49,7 @@ READ_ONLY = frozenset({
     "zstdcat", "lzcat", "whatis", "apropos", "tr", "env", "sync", "vmstat", "iostat", "mpstat", "last", "lastlog",
     "nice", "printf", "top", "htop", "watch", "time", "timeout", "nohup", "command", "builtin", "exec", "read",
     "mapfile", "readarray", "let", "getopts", "unset", "local", "export", "declare", "typeset", "readonly",
-    "ulimit", "tldr", "lsattr", "colordiff", "wdiff",
+    "ulimit", "tldr", "lsattr", "wdiff", "dmesg", "journalctl",
 })
 # Arguments of these builtins that bash may evaluate as arithmetic or as a (subscripted) variable name.
 _NAME_CONTEXTS = frozenset({"let", "test", "[", "[[", "read", "mapfile", "readarray", "unset", "getopts", "wait",
@@ -59,7 +60,8 @@ _PROGRAM_VARS = frozenset({"PAGER", "GIT_PAGER", "MANPAGER", "SYSTEMD_PAGER", "E
                            "GIT_SEQUENCE_EDITOR", "GIT_SSH_COMMAND", "GIT_SSH", "GIT_ASKPASS", "SSH_ASKPASS",
                            "SUDO_ASKPASS", "GIT_EXTERNAL_DIFF", "PROMPT_COMMAND", "GIT_PROXY_COMMAND",
                            "RSYNC_RSH", "BROWSER", "LESSOPEN", "LESSCLOSE", "PS1", "PS2", "PS4", "PS0",
-                           "SYSTEMD_EDITOR", "FCEDIT", "LESSEDIT", "TAR_RSH", "RSH"})
+                           "SYSTEMD_EDITOR", "FCEDIT", "LESSEDIT", "TAR_RSH", "RSH", "PSQL_PAGER",
+                           "PSQL_EDITOR"})
 _OPAQUE_VARS = frozenset({"LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "PERL5OPT", "PERL5DB", "PERL5LIB", "PERLLIB",
                           "RUBYOPT", "RUBYLIB", "NODE_OPTIONS", "NODE_PATH", "LUA_PATH", "LUA_CPATH", "LUA_INIT",
                           "PHPRC", "PHP_INI_SCAN_DIR", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONSTARTUP",
@@ -69,7 +71,14 @@ _OPAQUE_VARS = frozenset({"LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "PERL5OPT
                           "GCONV_PATH", "MANOPT", "LESS", "LESSKEY", "LESSKEYIN", "GIT_CONFIG_NOSYSTEM",
                           "INPUTRC", "MAKEFLAGS", "MFLAGS", "GNUMAKEFLAGS", "MAKEFILES", "NPM_CONFIG_USERCONFIG",
                           "PIP_CONFIG_FILE", "CURL_HOME", "WGETRC", "TAR_OPTIONS", "ZIPOPT", "UNZIP",
-                          "UNZIPOPT", "GREP_OPTIONS", "SYSTEMD_LESS", "PSQLRC", "SQLITE_HISTORY", "MYSQL_HOME"})
+                          "UNZIPOPT", "GREP_OPTIONS", "SYSTEMD_LESS", "PSQLRC", "SQLITE_HISTORY", "MYSQL_HOME",
+                          # options by another name: they reach the programs whose option tables are checked
+                          "SIMPLE_BACKUP_SUFFIX", "RIPGREP_CONFIG_PATH", "PARALLEL", "GZIP", "BZIP", "BZIP2",
+                          "XZ_OPT", "XZ_DEFAULTS", "GOFLAGS", "GOTOOLCHAIN", "GOENV",
+                          "RUSTUP_TOOLCHAIN", "RUSTC_WRAPPER", "RUSTC", "CARGO_HOME", "CARGO_BUILD_RUSTC_WRAPPER",
+                          "YARN_RC_FILENAME", "PIP_PYTHON", "PIP_LOG", "NPM_CONFIG_GLOBALCONFIG",
+                          "npm_config_userconfig", "npm_config_globalconfig", "PYTHONWARNINGS",
+                          "LESSKEY_CONTENT", "LESSKEYIN_SYSTEM", "LESSKEY_SYSTEM"})
 _SYSTEMCTL_READS = frozenset({"status", "show", "cat", "list-units", "list-unit-files", "list-timers",
                               "list-sockets", "list-jobs", "list-dependencies", "list-machines", "list-sessions",
                               "list-users", "list-seats", "is-active", "is-enabled", "is-failed", "is-system-running",
@@ -148,8 +157,13 @@ class Known(_Base):
             self.add("dangerous", "enable -f loads a shared library into the shell")
 
     def cmd_compgen(self, args: list[Word]) -> None:
-        for w in parse_opts(args, short_args="ACFGPSWXo").value("-C"):
+        o = parse_opts(args, spec=OPTIONS["compgen"])
+        for w in o.value("-C"):
             self.run_word(w, "compgen -C")
+        for w in o.value("-W"):  # the word list is expanded: its substitutions run
+            self.run_text(": " + w.text, "compgen -W")
+        if o.value("-F"):
+            self.add("dangerous", "compgen -F runs a shell function")
 
     def cmd_history(self, args: list[Word]) -> None:
         o = parse_opts(args, short_args="d")
@@ -210,25 +224,14 @@ class Known(_Base):
     # ---- system tools with a few harmful options ---------------------------------------------------
 
     def cmd_date(self, args: list[Word]) -> None:
-        if parse_opts(args, short_args="dfrsI", longs=("--set", "--date", "--file", "--reference", "--utc",
-                                                        "--universal", "--iso-8601", "--rfc-3339", "--rfc-email",
-                                                        "--debug", "--help", "--version")).has("-s", "--set"):
-            self.add("dangerous", "date -s sets the system clock")
+        o = parse_opts(args, spec=OPTIONS["date"])
+        if o.has("-s", "--set") or any(not w.text.startswith("+") for w in o.operands):
+            self.add("dangerous", "date -s (or a date without +) sets the system clock")
 
     def cmd_hostname(self, args: list[Word]) -> None:
         o = parse_opts(args, short_args="F", long_args=("--file",))
         if o.operands or o.value("-F", "--file"):
             self.add("dangerous", "hostname NAME renames the machine")
-
-    def cmd_dmesg(self, args: list[Word]) -> None:
-        if any(a.text.startswith("-") and not a.text.startswith("--") and set(a.text[1:]) & set("cCDEn")
-               for a in args) or any(a.text.startswith(("--clear", "--read-clear", "--console")) for a in args):
-            self.add("dangerous", "dmesg -c/-C/-D/-n changes the kernel log")
-
-    def cmd_journalctl(self, args: list[Word]) -> None:
-        if any(a.text.startswith(("--vacuum", "--rotate", "--flush", "--sync", "--setup-keys", "--relinquish",
-                                  "--smart-relinquish", "--update-catalog")) for a in args):
-            self.add("dangerous", "journalctl changes the system journal")
 
     def cmd_systemctl(self, args: list[Word]) -> None:
         verbs = [a.text for a in args if not a.text.startswith("-")]
@@ -254,8 +257,7 @@ class Known(_Base):
             self.add("dangerous", "service changes a service")
 
     def cmd_man(self, args: list[Word]) -> None:
-        o = parse_opts(args, short_args="PHMCLmpRSsTEe", long_args=("--pager", "--html", "--manpath", "--config-file",
-                                                                   "--preprocessor", "--sections", "--locale"))
+        o = parse_opts(args, spec=OPTIONS["man"])
         for w in o.value("-P", "--pager"):
             self.run_program(w, "man --pager")
         if o.has("-H", "--html") or o.value("-H", "--html", "-C", "--config-file", "-p", "--preprocessor"):
@@ -266,8 +268,7 @@ class Known(_Base):
             if a.text.startswith("+") or a.dynamic:
                 self.add("dangerous", "less +CMD runs a command of its own (! runs a shell)")
                 return
-        o = parse_opts(args, short_args="oObhjkKpPtTxyz#", long_args=("--log-file", "--LOG-FILE", "--lesskey-file",
-                                                                        "--lesskey-src"))
+        o = parse_opts(args, spec=OPTIONS["less"])
         for f in o.value("-o", "-O", "--log-file", "--LOG-FILE"):
             self.write(f, "less -o writes")
         if o.value("-k", "--lesskey-file", "--lesskey-src"):
@@ -277,24 +278,28 @@ class Known(_Base):
 
     cmd_more = cmd_less
 
+    def cmd_colordiff(self, args: list[Word]) -> None:
+        self.home_rc("colordiff", ".colordiffrc")  # it names the diff program to run
+
+    def cmd_jobs(self, args: list[Word]) -> None:
+        o = parse_opts(args, spec=OPTIONS["jobs"])
+        if o.has("-x") and o.operands:  # jobs -x CMD ARGS runs CMD
+            self.run_argv(o.operands, "jobs -x")
+
     def cmd_rg(self, args: list[Word]) -> None:
-        o = parse_opts(args, short_args="efgtTAnBCjmMrEVo",
-                       long_args=("--pre", "--pre-glob", "--regexp", "--file", "--glob", "--type", "--type-add",
-                                  "--replace", "--max-count", "--context", "--after-context", "--before-context",
-                                  "--threads", "--sort", "--sortr", "--encoding", "--engine", "--type-not",
-                                  "--iglob", "--max-depth", "--max-filesize", "--colors", "--path-separator"))
+        o = parse_opts(args, spec=OPTIONS["rg"])
         for w in o.value("--pre"):
             self.run_program(w, "rg --pre")
-        if any(a.text.startswith("--search-zip") for a in args) or o.has("-z"):
-            return
 
     def cmd_ruff(self, args: list[Word]) -> None:
         """ruff reads its settings but runs no project code; fixing and formatting rewrite the files named."""
-        texts = [a.text for a in args]
-        if "format" in texts or any(t in ("--fix", "--unsafe-fixes") for t in texts):
-            paths = [a for a in args if not a.text.startswith("-") and a.text not in ("check", "format")]
-            for p in paths or [Word(".")]:
+        sub, o = self.sub_options("ruff", args)
+        if (sub == "format" and not o.has("--check", "--diff")) or (sub == "check" and o.has(
+                "--fix", "--unsafe-fixes", "--fix-only", "--add-noqa")):
+            for p in o.operands or [Word(".")]:
                 self.write(p, "ruff rewrites", glob_ok=True)
+        for f in o.value("-o", "--output-file"):
+            self.write(f, "ruff --output-file writes")
 
     def cmd_black(self, args: list[Word]) -> None:
         if not any(a.text in ("--check", "--diff", "--version", "-h", "--help") for a in args):
@@ -305,6 +310,8 @@ class Known(_Base):
         for i, a in enumerate(args):
             if a.text in ("-x", "--exec", "-X", "--exec-batch") or a.text.startswith(("--exec=", "--exec-batch=")):
                 inner = [w for w in args[i + 1:] if w.text != ";"]
+                if not any("{" in w.text for w in inner):  # without a placeholder, the path goes last
+                    inner.append(Word("{}"))
                 self.run_argv([Word(w.text, w.dynamic or "{" in w.text, w.glob) for w in inner], f"fd {a.text}")
                 return
 

@@ -12,11 +12,14 @@ Asking for a version or for help runs nothing.
 
 from __future__ import annotations
 
+import os
+import posixpath
 import re
 from typing import TYPE_CHECKING
 
 from tools.shell.parse import Word
-from tools.shell.reading import STDIN_NAMES
+from tools.shell.reading import STDIN_NAMES, within
+from tools.shell.tables_projects import PROJECT_FILES, READS, REWRITES, VERSION_ONLY
 
 if TYPE_CHECKING:
     from tools.shell.engine import Engine as _Base
@@ -30,18 +33,6 @@ RUNNERS = frozenset({
     "swift", "jest", "vitest", "mocha", "tsc", "eslint", "mypy", "pylint", "nose2", "behave", "just", "task",
     "invoke", "scons", "bazel", "buck", "pre-commit", "conda", "mamba", "R", "Rscript", "julia", "node-gyp",
 })
-_VERSION = frozenset({"--version", "-V", "version", "--help", "-h", "help", "-v"})
-_READS = {"npm": {"ls", "list", "view", "info", "outdated", "config", "whoami", "ping", "search", "explain", "why",
-                  "root", "prefix", "bin", "docs", "fund", "audit"},
-          "pnpm": {"ls", "list", "view", "info", "outdated", "why", "root", "bin", "audit"},
-          "yarn": {"list", "info", "why", "outdated", "config", "audit"},
-          "pip": {"list", "show", "freeze", "check", "search", "index", "inspect", "debug", "config", "cache"},
-          "cargo": {"tree", "metadata", "search", "locate-project", "pkgid", "verify-project", "read-manifest",
-                    "version", "help", "info"},
-          "go": {"version", "env", "list", "doc", "help", "fmt"},
-          "uv": {"version", "tree", "python", "help"}, "poetry": {"show", "check", "version", "env", "config"},
-          "gem": {"list", "search", "info", "query", "environment", "which", "contents", "specification"},
-          "conda": {"list", "info", "search", "env"}}
 # runner -> verbs after which the rest of the line is an argv it runs
 _EXEC_VERBS = {"npm": ("exec", "x"), "pnpm": ("exec", "dlx"), "yarn": ("exec", "dlx"), "uv": ("run",),
                "poetry": ("run",), "pipenv": ("run",), "pdm": ("run",), "hatch": ("run",), "rye": ("run",),
@@ -56,8 +47,7 @@ class Projects(_Base):
             return False
         texts = [a.text for a in args]
         verbs = [t for t in texts if not t.startswith("-")]
-        if (texts and all(t in _VERSION for t in texts)) or (verbs[:1] and verbs[0] in _READS.get(name, ())
-                                                             and not any(a.dynamic for a in args)):
+        if self.runner_reads(name, args):
             return True
         if name in ("make",):
             self.make(args)
@@ -74,6 +64,47 @@ class Projects(_Base):
         self.add("dangerous", f"{name} runs project code (build files, tests or package scripts) that is not on the "
                               "command line")
         return True
+
+    def runner_reads(self, name: str, args: list[Word]) -> bool:
+        """Whether the runner only prints its version or runs a subcommand that only reads (each with the
+        options of its table, ``tables_projects``); then files of the project that make it run code ask."""
+        if any(a.dynamic for a in args):
+            return False
+        texts = [a.text for a in args]
+        if texts and all(t in VERSION_ONLY.get(name, ()) for t in texts):
+            self.project_files(name)
+            return True
+        verbs = READS.get(name, {})
+        first = next((i for i, t in enumerate(texts) if not t.startswith("-")), None)
+        if first is None or texts[first] not in verbs or any(t not in VERSION_ONLY.get(name, ()) for t in
+                                                              texts[:first]):
+            return False
+        verb = texts[first]
+        table = verbs[verb]
+        o = self.check_options(f"{name} {verb}", args[first + 1:], table)
+        if table.subs is not None:
+            sub = o.operands[0].text if o.operands else ""
+            if sub and sub not in table.subs:
+                self.add("dangerous", f"{name} {verb} {sub[:30]} is not known to be harmless")
+        if verb in REWRITES.get(name, ()):
+            for p in o.operands or [Word(".")]:
+                self.write(p, f"{name} {verb} rewrites", glob_ok=True)
+        self.project_files(name)
+        return True
+
+    def project_files(self, name: str) -> None:
+        ws, cwd = self.ctx.workspace, self.ctx.cwd
+        if ws is None or cwd is None or name not in PROJECT_FILES:
+            return
+        d = cwd
+        while within(d, ws):
+            for f in PROJECT_FILES[name]:
+                if os.path.lexists(posixpath.join(d, f)):
+                    self.add("dangerous", f"{name} reads {f}, which can make it run other programs")
+                    return
+            if d == ws:
+                break
+            d = posixpath.dirname(d)
 
     def package_argv(self, name: str, args: list[Word], verb: str | None) -> None:
         """``npm exec -- rm -rf /``, ``uv run CMD``, ``npx -c CMD``: the command it runs, checked as a command."""

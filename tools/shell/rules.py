@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING
 from tools.shell.options import parse_opts
 from tools.shell.parse import Word
 from tools.shell.paths import BLOCK_DEVICE, HARMLESS_SINKS, critical
+from tools.shell.tables import OPTIONS
+from tools.shell.tables_files import DD_KEYS, FIND_PRIMARIES, FIND_RULED, newer_primary
+from tools.shell.tables_run import DOCKER_READ
 from tools.shell.values import quote
 
 if TYPE_CHECKING:
@@ -86,12 +89,10 @@ class Rules(_Base):
             return
         if o.dynamic:
             self.add("dangerous", "rm with options only known at run time")
-        for target in o.operands:
-            self.write(target, "rm deletes", glob_ok=True)
+        self.deletes(o.operands, "rm")
 
     def cmd_unlink(self, args: list[Word]) -> None:
-        for target in parse_opts(args).operands:
-            self.write(target, "unlink deletes")
+        self.deletes(parse_opts(args).operands, "unlink")
 
     def cmd_shred(self, args: list[Word]) -> None:
         if any(BLOCK_DEVICE.match(a.text) for a in args):
@@ -116,6 +117,8 @@ class Rules(_Base):
                     self.add("hardline", f"mv moves {why} away")
                     return
                 self.write(src, "mv moves away", glob_ok=True, own_link=links)
+            if o.operands[-1:] and o.operands[-1].text in HARMLESS_SINKS and not target_dir:
+                self.deletes(sources, "mv … /dev/null")
         if name == "install" and o.has("-d", "--directory"):
             return
         no_clobber = o.has("-n", "--no-clobber", "-i", "--interactive") or any(
@@ -149,13 +152,7 @@ class Rules(_Base):
             self.write(dest, "ln makes a link at", own_link=True)
 
     def cmd_rsync(self, args: list[Word]) -> None:
-        o = parse_opts(args, short_args="efTB", long_args=("--rsh", "--rsync-path", "--filter", "--exclude",
-                                                           "--include", "--temp-dir", "--backup-dir", "--log-file",
-                                                           "--write-batch", "--only-write-batch", "--files-from",
-                                                           "--partial-dir", "--compare-dest", "--copy-dest",
-                                                           "--link-dest", "--chmod", "--chown", "--usermap"))
-        if any(a.text.startswith(("--delete", "--del", "--remove-source")) for a in args):
-            self.add("dangerous", "rsync --delete removes files at the destination")
+        o = parse_opts(args, spec=OPTIONS["rsync"])  # --delete and --remove-source-files are risky there
         for w in o.value("-e", "--rsh", "--rsync-path"):
             self.run_word(w, "rsync -e")
         for w in o.value("--log-file", "--write-batch", "--only-write-batch"):
@@ -225,8 +222,11 @@ class Rules(_Base):
                        longs=("--no-create", "--io-blocks", "--reference", "--size", "--help", "--version"))
         if not o.operands:
             self.add("dangerous", "truncate cuts files short")
-        for f in o.operands:
-            self.write(f, "truncate cuts short", glob_ok=True)
+        if all(s.text.startswith(("+", ">")) for s in o.value("-s", "--size")) and o.value("-s", "--size"):
+            for f in o.operands:  # it only grows them
+                self.write(f, "truncate changes", glob_ok=True)
+        else:  # emptying a file destroys what is in it like deleting it
+            self.deletes(o.operands, "truncate", verb="empties")
 
     def cmd_tee(self, args: list[Word]) -> None:
         o = parse_opts(args, longs=("--append", "--ignore-interrupts", "--output-error", "--help", "--version"))
@@ -239,6 +239,9 @@ class Rules(_Base):
 
     def cmd_dd(self, args: list[Word]) -> None:
         for a in args:
+            key = a.text.partition("=")[0]
+            if key not in DD_KEYS and a.text not in ("--help", "--version"):
+                self.add("dangerous", f"dd {a.text[:30]} is not an operand this classifier knows to be harmless")
             if a.text.startswith("of="):
                 target = Word(a.text[3:], a.dynamic, a.glob)
                 if BLOCK_DEVICE.match(target.text):
@@ -256,12 +259,25 @@ class Rules(_Base):
             roots.append(args[i])
             i += 1
         roots = roots or [Word(".")]
+        self.loose_words("find", [r for r in roots if r.dynamic])  # a root only known at run time may be -delete
         expr = args[i:]
+        skip = 0
         for j, a in enumerate(expr):
             t = a.text
-            if t == "-delete":
+            if skip:
+                skip = -1 if skip < 0 and t not in (";", "+") else max(skip - 1, 0)
+                continue
+            if t in FIND_PRIMARIES or newer_primary(t):
+                skip = FIND_PRIMARIES.get(t, 1)
+            elif a.dynamic or a.glob:
+                self.add("dangerous", f"find {t[:30]}: a part of the expression is only known at run time")
+            elif t not in FIND_RULED:
+                self.add("dangerous", f"find {t[:30]} is not a part of find's expression this classifier knows "
+                                      "to be harmless")
+            elif t == "-delete":
                 self.tree_delete(roots, "find -delete")
             elif t in ("-exec", "-execdir", "-ok", "-okdir"):
+                skip = -1  # its words, up to ``;`` or ``+``
                 inner: list[Word] = []
                 for b in expr[j + 1:]:
                     if b.text in (";", "+"):
@@ -273,8 +289,10 @@ class Rules(_Base):
                     argv = [Word(b.text.replace("{}", root.text), True, b.glob) if "{}" in b.text else b
                             for b in inner]
                     self.run_argv(argv, f"find {t}")
-            elif t in ("-fprint", "-fprint0", "-fls", "-fprintf") and j + 1 < len(expr):
-                self.write(expr[j + 1], f"find {t} overwrites")
+            else:  # -fprint FILE, -fls FILE, -fprintf FILE FORMAT
+                skip = 2 if t == "-fprintf" else 1
+                if j + 1 < len(expr):
+                    self.write(expr[j + 1], f"find {t} overwrites")
 
     def tree_delete(self, roots: list[Word], how: str) -> None:
         for root in roots:
@@ -376,6 +394,12 @@ class Rules(_Base):
             self.docker_run(args[args.index(next(a for a in args if a.text in ("run", "create"))) + 1:])
         elif not (words[:1] and (words[0] in _DOCKER_READS or pair in _DOCKER_READS)):
             self.add("dangerous", f"docker {pair or 'with these options'} is not known to be harmless")
+        else:
+            ops = parse_opts(args, spec=OPTIONS["docker"]).operands  # the global options are read already
+            verb = ops[:2] if " ".join(w.text for w in ops[:2]) in _DOCKER_READS else ops[:1]
+            if verb:
+                rest = args[args.index(verb[-1]) + 1:]
+                self.check_options("docker " + " ".join(w.text for w in verb), rest, DOCKER_READ)
 
     def docker_run(self, args: list[Word]) -> None:
         """``docker run`` with only options that keep the container to itself; the rest asks."""

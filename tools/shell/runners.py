@@ -23,6 +23,7 @@ from tools.shell.parse import Feed, Word
 from tools.shell.projects import Projects
 from tools.shell.reading import LANGS, SHELLS, python_user_site
 from tools.shell.rules import sh_quote
+from tools.shell.tables_run import WRAPPER_TABLES
 
 if TYPE_CHECKING:
     from tools.shell.engine import Engine
@@ -34,45 +35,15 @@ else:
 
 _DB_CLIENTS = frozenset({"psql", "mysql", "mariadb", "sqlite3", "sqlite", "sqlcmd", "duckdb", "clickhouse-client",
                          "clickhouse", "cockroach", "pgcli", "mycli", "litecli", "usql"})
-# name -> (short options with a value, long options with a value, what follows the options)
-WRAPPERS: dict[str, tuple[str, tuple[str, ...], str]] = {
-    "sudo": ("ugCDhprtUTR", ("--user", "--group", "--close-from", "--chdir", "--host", "--prompt", "--role",
-                            "--type", "--other-user", "--command-timeout", "--chroot"), "root"),
-    "doas": ("uC", (), "root"),
-    "run0": ("ugD", ("--user", "--group", "--chdir", "--unit", "--property", "--description", "--slice",
-                     "--setenv", "--nice", "--machine"), "root"),
-    "pkexec": ("", ("--user",), "root"),
-    "env": ("uCS", ("--unset", "--chdir", "--split-string"), "env"),
-    "nice": ("n", ("--adjustment",), ""),
-    "nohup": ("", (), ""),
-    "timeout": ("sk", ("--signal", "--kill-after"), "skip1"),
-    "stdbuf": ("ioe", ("--input", "--output", "--error"), ""),
-    "ionice": ("cnpPu", ("--class", "--classdata", "--pid", "--pgid", "--uid"), ""),
-    "setsid": ("", (), ""),
-    "time": ("fo", ("--format", "--output"), ""),
-    "exec": ("a", (), ""),
-    "command": ("", (), "command"),
-    "builtin": ("", (), ""),
-    "chrt": ("T", ("--sched-runtime", "--sched-period", "--sched-deadline"), "skip1"),
-    "taskset": ("", (), "skip1"),
-    "busybox": ("", (), ""),
-    "toybox": ("", (), ""),
-    "chroot": ("", ("--userspec", "--groups"), "skip1"),
-    "xargs": ("nIiPdLlsEea", ("--max-args", "--replace", "--max-procs", "--delimiter", "--max-lines",
-                              "--arg-file", "--eof", "--max-chars", "--process-slot-var"), "xargs"),
-    "parallel": ("jSI", ("--jobs", "--sshlogin", "--arg-file"), "xargs"),
-    "strace": ("eopsuSbIXPa", (), ""),
-    "ltrace": ("eopsuSnlA", (), ""),
-    "flock": ("wEc", ("--timeout", "--conflict-exit-code", "--command"), "flock"),
-    "systemd-run": ("pEuM", ("--unit", "--property", "--setenv", "--description", "--slice", "--uid", "--gid",
-                             "--working-directory", "--on-calendar", "--on-active", "--machine"), "outside"),
-    "unshare": ("SGRwt", ("--setuid", "--setgid", "--root", "--wd"), ""),
-    "nsenter": ("tSGrw", ("--target", "--setuid", "--setgid"), "outside"),
-    "watch": ("nd", ("--interval", "--differences"), "watch"),
-    "unbuffer": ("", (), ""), "caffeinate": ("w", (), ""), "catchsegv": ("", (), ""),
-    "fakeroot": ("", (), ""), "dbus-run-session": ("", (), ""), "xvfb-run": ("nsfe", (), ""),
-    "firejail": ("", (), ""), "valgrind": ("", (), ""), "coproc": ("", (), ""), "then": ("", (), ""),
-    "do": ("", (), ""), "else": ("", (), ""), "!": ("", (), ""), "{": ("", (), ""), "}": ("", (), ""),
+# name -> what follows its options (their arity is in the option tables, ``tables_run.WRAPPER_TABLES``)
+WRAPPERS: dict[str, str] = {
+    "sudo": "root", "doas": "root", "run0": "root", "pkexec": "root", "env": "env", "nice": "", "nohup": "",
+    "timeout": "skip1", "stdbuf": "", "ionice": "", "setsid": "", "time": "", "exec": "", "command": "command",
+    "builtin": "", "chrt": "skip1", "taskset": "skip1", "busybox": "", "toybox": "", "chroot": "skip1",
+    "xargs": "xargs", "parallel": "xargs", "strace": "", "ltrace": "", "flock": "flock", "systemd-run": "outside",
+    "unshare": "", "nsenter": "outside", "watch": "watch", "unbuffer": "", "caffeinate": "", "catchsegv": "",
+    "fakeroot": "", "dbus-run-session": "", "xvfb-run": "", "firejail": "", "valgrind": "", "coproc": "",
+    "then": "", "do": "", "else": "", "!": "", "{": "", "}": "",
 }
 # ``python -m`` modules that only read and print.
 _PY_MODULES = frozenset({"json.tool", "this", "platform", "sysconfig", "site", "tokenize", "ast", "dis",
@@ -129,7 +100,8 @@ class _InterpreterRun:
 class Runners(_Base):
     def unwrap(self, name: str, args: list[Word]) -> list[Word] | None:
         """What a wrapper runs (None: nothing more, or it was handed on already). Keeps ``cur_feed`` right."""
-        short_args, long_args, then = WRAPPERS[name]
+        then = WRAPPERS[name]
+        spec = WRAPPER_TABLES[name]
         if name == "command" and args and args[0].text in ("-v", "-V"):
             return None
         if name == "coproc" and len(args) > 1 and args[1].text in ("{", "(", "((", "if", "while", "until", "for",
@@ -137,7 +109,7 @@ class Runners(_Base):
             args = args[1:]  # ``coproc NAME { ...; }``: the name is not the command
         if name == "}":
             return None
-        o = parse_opts(args, short_args=short_args, long_args=long_args, stop_at_operand=True)
+        o = parse_opts(args, spec=spec)
         rest = o.operands
         if then == "root":
             if not rest and not o.has("-e", "--edit", "-s", "-i", "--shell", "--login"):
@@ -170,7 +142,7 @@ class Runners(_Base):
             rest = rest[1:]
         if then == "flock":
             # flock FILE -c CMD: the option may follow the lock file.
-            tail = parse_opts(rest[1:], short_args=short_args, long_args=long_args)
+            tail = parse_opts(rest[1:], spec=spec)
             for w in [*o.value("-c", "--command"), *tail.value("-c", "--command")]:
                 self.run_word(w, "flock -c")
             if tail.value("-c", "--command"):
@@ -199,7 +171,7 @@ class Runners(_Base):
         if not rest:
             return None
         items = _items(data, o) if data is not None else None
-        repl = o.value("-I", "--replace", "-i")
+        repl = o.value("-I", "--replace", "-i") or ([Word("{}")] if o.has("-i", "--replace") else [])
         if repl:
             marker = repl[0].text or "{}"
             if not items:
@@ -277,6 +249,8 @@ class Runners(_Base):
                        long_args=("--command", "--session-command", "--shell", "--group", "--user"))
         for w in o.value("-c", "--command", "--session-command"):
             self.run_word(w, f"{name} -c")
+        if name == "script":  # it logs the session into its operand
+            self.write(o.operands[0] if o.operands else Word("typescript"), "script writes its log to")
         if name in ("su", "runuser", "sg"):
             self.add("dangerous", f"runs a command as another user ({name})")
             if name == "runuser" and o.operands and not o.value("-c", "--command"):
@@ -468,7 +442,7 @@ class Runners(_Base):
                     return
         if module.text in _PY_MODULES:
             return
-        if top in ("pip", "pip3") and args[:1] and args[0].text in ("list", "show", "freeze", "check", "--version"):
+        if top in ("pip", "pip3") and self.runner_reads("pip", args):
             return
         if not self.project(top, args):
             self.add("dangerous", f"python -m {module.text} runs a module this classifier does not know")

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import os
 import pwd
 import shutil
@@ -198,7 +197,7 @@ def make_policy(terminal: Any, *, workspace: str | Path, hidden: Iterable[str | 
 # ---- the view: which mounts cover which path ----------------------------------------------------------
 
 
-def _within(path: str, root: str) -> bool:
+def within(path: str, root: str) -> bool:
     return path == root or root == "/" or path.startswith(root + "/")
 
 
@@ -215,11 +214,11 @@ def layers(policy: SandboxPolicy) -> list[tuple[str, str]]:
     covered = [PRIVATE_TMP]  # hidden folders so far, outside the workspace
     for d in SYSTEM_HIDDEN:
         real = os.path.realpath(d)
-        if os.path.isdir(real) and not any(_within(real, c) for c in covered):
+        if os.path.isdir(real) and not any(within(real, c) for c in covered):
             out.append(("hide_dir", real))
             covered.append(real)
     resolv = os.path.realpath("/etc/resolv.conf")
-    if os.path.isfile(resolv) and any(_within(resolv, c) for c in covered[1:]):
+    if os.path.isfile(resolv) and any(within(resolv, c) for c in covered[1:]):
         out.append(("show", resolv))
     outside: list[tuple[str, str]] = []
     inside: list[tuple[str, str]] = []
@@ -229,7 +228,7 @@ def layers(policy: SandboxPolicy) -> list[tuple[str, str]]:
             continue
         kind = "hide_dir" if os.path.isdir(real) else "hide_file"
         # Strictly inside the workspace: hidden again after the workspace is bound.
-        (inside if real != ws and _within(real, ws) else outside).append((kind, real))
+        (inside if real != ws and within(real, ws) else outside).append((kind, real))
     out += _prune(outside, covered)
     out.append(("workspace", ws))
     out += _prune(inside, [])
@@ -240,7 +239,7 @@ def _prune(group: list[tuple[str, str]], covered: list[str]) -> list[tuple[str, 
     """Shallowest first, leaving out what a hidden folder before it already covers."""
     kept_dirs, out = list(covered), []
     for kind, real in sorted(group, key=lambda kp: (kp[1].count("/"), kp[1])):
-        if any(_within(real, c) for c in kept_dirs):
+        if any(within(real, c) for c in kept_dirs):
             continue
         out.append((kind, real))
         if kind == "hide_dir":
@@ -250,15 +249,15 @@ def _prune(group: list[tuple[str, str]], covered: list[str]) -> list[tuple[str, 
 
 def hidden_reason(real: str, view: list[tuple[str, str]]) -> str | None:
     """Why the sandbox does not show ``real`` (a path without symlinks), or None when it does."""
-    if _within(real, "/proc"):
+    if within(real, "/proc"):
         return "the file tools do not read /proc: here it is the daemon's (commands see a /proc of their own)"
-    if _within(real, "/dev"):
+    if within(real, "/dev"):
         return "the file tools do not read device files (/dev)"
     kind, at = None, -1
     for i, (k, p) in enumerate(view):
-        if _within(real, p):
+        if within(real, p):
             kind, at = k, i
-    if any(_within(p, real) for _, p in view[at + 1 :]):
+    if any(within(p, real) for _, p in view[at + 1 :]):
         return None  # a folder on the way to a later mount: it exists in the sandbox too (empty but for that)
     if kind == "tmp":
         return (f"{real} is in the host's /tmp, which the sandbox does not show (each command gets an empty /tmp "
@@ -320,12 +319,12 @@ def _resolve(path: str, policy: SandboxPolicy, tool: str, write: bool) -> str:
         reason = hidden_reason(place, view)
         if reason is None:
             return
-        if write and not _within(place, ws):
+        if write and not within(place, ws):
             raise Refused(f"{tool} may only write inside the workspace {ws}; {path} resolves to {place} outside it")
         raise Refused(f"{tool} cannot {'write' if write else 'read'} {path}: {reason}")
 
     real = _walk(_expand(path, ws), check)
-    if write and (real == ws or not _within(real, ws)):
+    if write and (real == ws or not within(real, ws)):
         raise Refused(f"{tool} may only write inside the workspace {ws}; {path} resolves to {real} outside it")
     return real
 
@@ -342,102 +341,6 @@ def resolve_for_read(path: str, policy: SandboxPolicy, tool: str = "read_file") 
 def resolve_for_write(path: str, policy: SandboxPolicy, tool: str = "write_file") -> str:
     """Like :func:`resolve_for_read`, and the real target must lie inside the workspace."""
     return _resolve(path, policy, tool, write=True)
-
-
-# ---- opening without following symlinks (a link swapped in after the check is not followed) -----------
-
-
-def _open_dir_chain(real_dir: str, create_from: str | None = None) -> int:
-    """An O_PATH fd of ``real_dir``, walked from / without following any symlink.
-
-    Folders below ``create_from`` that do not exist are created.
-    """
-    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        walked = "/"
-        for comp in [c for c in real_dir.split("/") if c]:
-            walked = os.path.join(walked, comp)
-            try:
-                nfd = os.open(comp, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
-            except FileNotFoundError:
-                if create_from is None or not _within(walked, create_from) or walked == create_from:
-                    raise
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(comp, 0o777, dir_fd=fd)
-                nfd = os.open(comp, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
-            os.close(fd)
-            fd = nfd
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def open_for_read(real: str) -> int:
-    """A read-only fd of the regular file ``real``; never follows a symlink, never blocks on a FIFO."""
-    try:
-        dfd = _open_dir_chain(os.path.dirname(real))
-    except (FileNotFoundError, PermissionError):
-        raise
-    except OSError as exc:  # a folder on the way was replaced (by a symlink, a file)
-        raise Refused(f"{real} changed while it was being opened ({exc.strerror})") from None
-    try:
-        fd = os.open(os.path.basename(real), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     dir_fd=dfd)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise Refused(f"{real} was replaced by a symbolic link while it was being opened") from None
-        raise
-    finally:
-        os.close(dfd)
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError(real)
-        raise Refused(f"{real} is not a regular file")
-    return fd
-
-
-def write_atomically(real: str, data: bytes, workspace: str) -> None:
-    """Write ``data`` to ``real`` (inside ``workspace``) through a temp file renamed over it.
-
-    Parent folders are created inside the workspace; no symlink is followed on the way, and a symlink at
-    the final name is replaced, not written through.
-    """
-    ws = os.path.realpath(workspace)
-    try:
-        dfd = _open_dir_chain(os.path.dirname(real), create_from=ws)
-    except PermissionError:
-        raise
-    except OSError as exc:
-        raise Refused(f"cannot write {real}: a folder on the way is missing or was replaced "
-                      f"({exc.strerror or exc})") from None
-    name = os.path.basename(real)
-    tmp = f".{name}.herald-tmp-{os.getpid()}-{threading.get_ident()}"
-    try:
-        mode = 0o644
-        try:
-            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-        except FileNotFoundError:
-            pass
-        else:
-            if stat.S_ISDIR(st.st_mode):
-                raise IsADirectoryError(real)
-            if stat.S_ISREG(st.st_mode):
-                mode = st.st_mode & 0o7777
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dfd)
-        try:
-            with os.fdopen(fd, "wb", closefd=False) as f:
-                f.write(data)
-            os.fchmod(fd, mode)
-        finally:
-            os.close(fd)
-        os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp, dir_fd=dfd)
-        os.close(dfd)
 
 
 # ---- running a command ------------------------------------------------------------------------------

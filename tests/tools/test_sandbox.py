@@ -27,7 +27,7 @@ import pytest
 
 from gateway.config import ConfigError, Paths, parse_config
 from gateway.turns import sandboxing
-from tools import sandbox
+from tools import fileio, sandbox
 from tools.dangerous import Decision
 from tools.registry import ToolContext, load_builtin_tools
 from tools.sandbox import Refused, SandboxUnavailable, resolve_mode, run_sandboxed
@@ -502,7 +502,7 @@ def test_a_link_swapped_in_after_the_check_is_not_followed(daemon: Daemon) -> No
     # The final name becomes a link: the rename replaces the link, the target is untouched.
     real = sandbox.resolve_for_write("f.txt", policy)
     (ws / "f.txt").symlink_to(outside)
-    sandbox.write_atomically(real, b"new", str(ws))
+    fileio.write_atomically(real, b"new", str(ws))
     assert not (ws / "f.txt").is_symlink() and (ws / "f.txt").read_bytes() == b"new"
     assert outside.read_text() == "ordinary notes\n"
     # A folder on the way becomes a link: refused.
@@ -511,7 +511,7 @@ def test_a_link_swapped_in_after_the_check_is_not_followed(daemon: Daemon) -> No
     (ws / "d").rmdir()
     (ws / "d").symlink_to(daemon.user_home)
     with pytest.raises(Refused):
-        sandbox.write_atomically(real, b"evil", str(ws))
+        fileio.write_atomically(real, b"evil", str(ws))
     assert not (daemon.user_home / "g.txt").exists()
     # Reading: the checked file is swapped for a link to a secret.
     (ws / "r.txt").write_text("fine")
@@ -519,7 +519,7 @@ def test_a_link_swapped_in_after_the_check_is_not_followed(daemon: Daemon) -> No
     (ws / "r.txt").unlink()
     (ws / "r.txt").symlink_to(daemon.base / "state.db")
     with pytest.raises(Refused):
-        sandbox.open_for_read(real)
+        fileio.open_for_read(real)
 
 
 def test_write_keeps_mode_and_creates_no_temp_leftovers(daemon: Daemon) -> None:

@@ -159,6 +159,7 @@ class GatewayRunner:
         self.supervisor = Supervisor(self.adapters, self.locks, self.recovery, self.instance, self)
         self._http: Any = None
         self.warnings: list[str] = []  # start-up warnings /readyz repeats (sandbox: none, no bubblewrap)
+        self.egress: Any = None  # the sandbox's network proxy (tools/egress.py), started with the policy
         self.systemd = SystemdNotifier()  # a no-op unless systemd started us with Type=notify
 
     # ---- the Gateway port (what adapters see) and the Lifecycle port (what features see) ---------------
@@ -192,7 +193,7 @@ class GatewayRunner:
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
-        self.agents.sandbox, self.warnings = sandboxing.setup(self.cfg, self.paths)
+        self.agents.sandbox, self.warnings, self.egress = sandboxing.setup(self.cfg, self.paths)
         if self.cfg.database.url is None:
             self.paths.home.mkdir(parents=True, exist_ok=True)
         await self.store.init()
@@ -327,6 +328,8 @@ class GatewayRunner:
         if self._http:
             await self._http.stop()
         self.turns.pool.shutdown(wait=False, cancel_futures=True)
+        if self.egress is not None:  # after the turns: a command still running keeps its network until here
+            await asyncio.to_thread(self.egress.stop)
         try:
             # What this process leaves unfinished is free for the next one at once, here or elsewhere.
             await self.router.stop()

@@ -139,7 +139,8 @@ class GatewayRunner:
     def _build_agent(self) -> None:
         """The agent, what its tools run under and reach, and the sessions it talks in."""
         cfg = self.cfg
-        sandbox, self.warnings = sandboxing.setup(cfg, self.paths)  # the warnings: /readyz repeats them
+        # The warnings: /readyz repeats them. The egress proxy (tools/egress.py) runs until shutdown.
+        sandbox, self.warnings, self.egress = sandboxing.setup(cfg, self.paths)
         self.memory = MemoryBook(self.store, self, cfg.agent.memory_max_chars, cfg.sessions.per_user_in_groups)
         self.agents = AgentFactory(cfg, self.paths, self._prompt_hint, self.metrics.llm_call, self.faults.model,
                                    sandbox=sandbox, tool_extras=self._tool_extras)
@@ -374,6 +375,8 @@ class GatewayRunner:
         if self._http:
             await self._http.stop()
         self.turns.pool.shutdown(wait=False, cancel_futures=True)
+        if self.egress is not None:  # after the turns: a command still running keeps its network until here
+            await asyncio.to_thread(self.egress.stop)
         try:
             # What this process leaves unfinished is free for the next one at once, here or elsewhere.
             await self.router.stop()

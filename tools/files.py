@@ -13,8 +13,9 @@ import json
 import os
 from typing import Any
 
+from tools.fileio import open_for_read, write_atomically
 from tools.registry import ToolContext, code, error, tool
-from tools.sandbox import Refused, context_policy, open_for_read, resolve_for_read, resolve_for_write, write_atomically
+from tools.sandbox import Refused, context_policy, resolve_for_read, resolve_for_write
 
 MAX_READ_BYTES = 10 * 1024 * 1024
 DEFAULT_LIMIT = 2000

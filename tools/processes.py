@@ -1,7 +1,7 @@
 """How many processes one of the agent's commands may run: RLIMIT_NPROC, and how the kernel counts it.
 
-Each command runs under ``ulimit -u`` (:func:`wrap`: a small bash wrapper inside the sandbox, so the limit
-binds the command and never the daemon). The kernel counts that limit per user *per user namespace* (since
+Each command runs under ``ulimit -u`` (set by the command's bash prelude inside the sandbox, tools/sandbox.py,
+so the limit binds the command and never the daemon). The kernel counts that limit per user *per user namespace* (since
 Linux 5.14), and an unprivileged bwrap gives every sandbox a user namespace of its own: there the cap is
 simply ``tools.terminal.max_processes`` tasks for that command, whatever the daemon's own threads or other
 commands count (scope ``sandbox``). Where a command shares the daemon's user namespace (a setuid bwrap,
@@ -94,9 +94,3 @@ def cap(max_processes: int, counted: NprocScope) -> int | None:
     limit = max_processes + (user_tasks() if counted == "uid" else 0)
     hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
     return limit if hard == resource.RLIM_INFINITY else min(limit, hard)
-
-
-def wrap(shell: list[str], limit: int) -> list[str]:
-    """``shell`` run under ``ulimit -u limit``: set inside the sandbox (after bwrap made its namespaces, so it
-    counts there), then the command replaces the wrapper."""
-    return ["/bin/bash", "-c", 'ulimit -u "$1" || exit 126; shift; exec "$@"', "herald-nproc", str(limit), *shell]

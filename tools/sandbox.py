@@ -1,8 +1,10 @@
 """The sandbox around everything the agent executes, and the view of the filesystem the file tools share.
 
-With bubblewrap (``bwrap``) a command runs in new PID, IPC and UTS namespaces (the daemon's processes and
-its ``/proc`` are not visible), with no capabilities, in a session of its own, killed with its parent. Its
-filesystem is the host's, read-only, except:
+With bubblewrap (``bwrap``) a command runs in new PID, IPC, UTS and network namespaces (the daemon's processes,
+its ``/proc``, the host's loopback services and abstract unix sockets are not visible), with no capabilities,
+in a session of its own, killed with its parent. With network on, its one way out is the egress proxy
+(tools/egress.py), whose socket folder is bound at ``/run/herald-egress`` and bridged to a port on the
+sandbox's loopback (tools/bridge.py). Its filesystem is the host's, read-only, except:
 
 - the workspace (``tools.terminal.cwd``), bound read-write and also ``$HOME``;
 - ``/tmp``: an empty private tmpfs for each command (``$TMPDIR``);
@@ -18,7 +20,13 @@ filesystem is the host's, read-only, except:
 - ``/dev`` is a minimal one (null, zero, random, tty, shm, ...), ``/proc`` that of the new PID namespace.
 
 Processes: each command may run at most ``tools.terminal.max_processes`` tasks (RLIMIT_NPROC, set inside
-the sandbox, never on the daemon); how the kernel counts them is in tools/processes.py.
+the sandbox, never on the daemon); how the kernel counts them is in tools/processes.py. Memory, CPU time,
+file size and open files are limited the same way (tools/limits.py), by a bash prelude that runs inside the
+sandbox before the command and also starts the network bridge.
+
+bwrap reads its options from a memfd it then closes (``--args``): neither the host's ``ps`` nor
+``/proc/*/cmdline`` inside names the paths it hides or binds. The mount table (``/proc/self/mountinfo``)
+still lists the hidden paths as mount points: bwrap cannot hide where its mounts are.
 
 Mount order makes the workspace visible even inside a hidden folder (the default workspace is
 ``<profile home>/workspace``) while hidden paths inside the workspace stay hidden: hides, then the
@@ -32,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import os
 import pwd
 import shutil
@@ -40,12 +47,15 @@ import signal
 import stat
 import subprocess
 import threading
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from tools import processes
+from tools import bridge, limits, processes
+from tools.bridge import Bridge
+from tools.egress import SANDBOX_DIR, EgressPoint
+from tools.limits import Limits
 from tools.processes import NprocScope
 
 Mode = Literal["bwrap", "none", "off"]
@@ -84,22 +94,30 @@ class SandboxPolicy:
     bwrap: str = "bwrap"  # the binary's path (found on the daemon's PATH)
     max_processes: int = 0  # tasks (processes and threads) one command may have; 0: no cap
     nproc_scope: NprocScope = "none"
+    limits: Limits = field(default_factory=Limits)
+    egress: EgressPoint | None = None  # the way out with network on (tools/egress.py); None: no way out
+    bridge: Bridge | None = None  # what turns the egress sockets into ports inside (tools/bridge.py)
+
+    @property
+    def bridged(self) -> bool:
+        """Commands reach the network through the egress proxy."""
+        return self.mode == "bwrap" and self.network and self.egress is not None and self.bridge is not None
 
 
 # ---- the mode: is bubblewrap usable here? ------------------------------------------------------------
 
 _probe_lock = threading.Lock()
-_probe_cache: dict[tuple[str, bool], str | None] = {}
+_probe_cache: dict[str, str | None] = {}
 
 
 def find_bwrap() -> str | None:
     return shutil.which("bwrap")
 
 
-def _probe(bwrap: str, network: bool) -> str | None:
+def _probe(bwrap: str) -> str | None:
     """None when bwrap can build the namespaces commands get, else what went wrong (its stderr)."""
     cmd = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-           *([] if network else ["--unshare-net"]), "--proc", "/proc", "--tmpfs", PRIVATE_TMP,
+           "--unshare-net", "--proc", "/proc", "--tmpfs", PRIVATE_TMP,
            "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--", "true"]
     try:
         res = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=_PROBE_TIMEOUT,
@@ -113,17 +131,17 @@ def _probe(bwrap: str, network: bool) -> str | None:
 
 
 def resolve_mode(configured: str, network: bool = True) -> tuple[Mode, str | None]:
-    """("bwrap" | "none" | "off", problem). Probes bwrap once per process (per network setting)."""
+    """("bwrap" | "none" | "off", problem). Probes bwrap once per process. Commands get a network namespace
+    of their own either way (``network`` only says whether it has a way out), so the probe is the same."""
     if configured == "none":
         return "none", None
     bwrap = find_bwrap()
     if bwrap is None:
         return "off", NOT_INSTALLED
-    key = (bwrap, network)
     with _probe_lock:
-        if key not in _probe_cache:
-            _probe_cache[key] = _probe(bwrap, network)
-        failure = _probe_cache[key]
+        if bwrap not in _probe_cache:
+            _probe_cache[bwrap] = _probe(bwrap)
+        failure = _probe_cache[bwrap]
     if failure is not None:
         return "off", f"bubblewrap (bwrap) cannot create a sandbox here: {failure}"
     return "bwrap", None
@@ -133,6 +151,7 @@ def reset_probe_cache() -> None:
     with _probe_lock:
         _probe_cache.clear()
     processes.reset()
+    limits.reset()
 
 
 def startup_problem(mode: Mode, problem: str | None) -> str | None:
@@ -181,24 +200,32 @@ def default_hidden() -> list[Path]:
     return [base, state / "herald", *daemon_homes()]
 
 
-def make_policy(terminal: Any, *, workspace: str | Path, hidden: Iterable[str | Path] = ()) -> SandboxPolicy:
-    """A policy from a ``TerminalConfig`` (its sandbox, network, env_passthrough, hidden_paths, timeout)."""
+def make_policy(terminal: Any, *, workspace: str | Path, hidden: Iterable[str | Path] = (),
+                egress: EgressPoint | None = None) -> SandboxPolicy:
+    """A policy from a ``TerminalConfig`` (its sandbox, network, env_passthrough, hidden_paths, timeout and
+    limits). ``egress``: the running proxy commands reach the network through (without it, none)."""
     mode, problem = resolve_mode(terminal.sandbox, terminal.network)
     extra = [Path(p).expanduser() for p in terminal.hidden_paths]
-    return SandboxPolicy(
+    policy = SandboxPolicy(
         mode=mode, problem=problem, bwrap=find_bwrap() or "bwrap",
         workspace=Path(os.path.realpath(Path(workspace).expanduser())),
         hidden=tuple(dict.fromkeys(Path(p) for p in [*hidden, *extra])),
         network=terminal.network, env_passthrough=tuple(terminal.env_passthrough),
         timeout=terminal.timeout_seconds, max_processes=getattr(terminal, "max_processes", 0),
         nproc_scope=processes.scope(mode, find_bwrap() or "bwrap") if mode != "off" else "none",
+        limits=limits.from_config(terminal) if mode != "off" else Limits(),
+        egress=egress if mode == "bwrap" and terminal.network else None,
     )
+    if policy.egress is None:
+        return policy
+    view = layers(policy)
+    return replace(policy, bridge=bridge.find(lambda real: hidden_reason(real, view) is None))
 
 
 # ---- the view: which mounts cover which path ----------------------------------------------------------
 
 
-def _within(path: str, root: str) -> bool:
+def within(path: str, root: str) -> bool:
     return path == root or root == "/" or path.startswith(root + "/")
 
 
@@ -215,11 +242,11 @@ def layers(policy: SandboxPolicy) -> list[tuple[str, str]]:
     covered = [PRIVATE_TMP]  # hidden folders so far, outside the workspace
     for d in SYSTEM_HIDDEN:
         real = os.path.realpath(d)
-        if os.path.isdir(real) and not any(_within(real, c) for c in covered):
+        if os.path.isdir(real) and not any(within(real, c) for c in covered):
             out.append(("hide_dir", real))
             covered.append(real)
     resolv = os.path.realpath("/etc/resolv.conf")
-    if os.path.isfile(resolv) and any(_within(resolv, c) for c in covered[1:]):
+    if os.path.isfile(resolv) and any(within(resolv, c) for c in covered[1:]):
         out.append(("show", resolv))
     outside: list[tuple[str, str]] = []
     inside: list[tuple[str, str]] = []
@@ -229,7 +256,7 @@ def layers(policy: SandboxPolicy) -> list[tuple[str, str]]:
             continue
         kind = "hide_dir" if os.path.isdir(real) else "hide_file"
         # Strictly inside the workspace: hidden again after the workspace is bound.
-        (inside if real != ws and _within(real, ws) else outside).append((kind, real))
+        (inside if real != ws and within(real, ws) else outside).append((kind, real))
     out += _prune(outside, covered)
     out.append(("workspace", ws))
     out += _prune(inside, [])
@@ -240,7 +267,7 @@ def _prune(group: list[tuple[str, str]], covered: list[str]) -> list[tuple[str, 
     """Shallowest first, leaving out what a hidden folder before it already covers."""
     kept_dirs, out = list(covered), []
     for kind, real in sorted(group, key=lambda kp: (kp[1].count("/"), kp[1])):
-        if any(_within(real, c) for c in kept_dirs):
+        if any(within(real, c) for c in kept_dirs):
             continue
         out.append((kind, real))
         if kind == "hide_dir":
@@ -250,15 +277,15 @@ def _prune(group: list[tuple[str, str]], covered: list[str]) -> list[tuple[str, 
 
 def hidden_reason(real: str, view: list[tuple[str, str]]) -> str | None:
     """Why the sandbox does not show ``real`` (a path without symlinks), or None when it does."""
-    if _within(real, "/proc"):
+    if within(real, "/proc"):
         return "the file tools do not read /proc: here it is the daemon's (commands see a /proc of their own)"
-    if _within(real, "/dev"):
+    if within(real, "/dev"):
         return "the file tools do not read device files (/dev)"
     kind, at = None, -1
     for i, (k, p) in enumerate(view):
-        if _within(real, p):
+        if within(real, p):
             kind, at = k, i
-    if any(_within(p, real) for _, p in view[at + 1 :]):
+    if any(within(p, real) for _, p in view[at + 1 :]):
         return None  # a folder on the way to a later mount: it exists in the sandbox too (empty but for that)
     if kind == "tmp":
         return (f"{real} is in the host's /tmp, which the sandbox does not show (each command gets an empty /tmp "
@@ -320,12 +347,12 @@ def _resolve(path: str, policy: SandboxPolicy, tool: str, write: bool) -> str:
         reason = hidden_reason(place, view)
         if reason is None:
             return
-        if write and not _within(place, ws):
+        if write and not within(place, ws):
             raise Refused(f"{tool} may only write inside the workspace {ws}; {path} resolves to {place} outside it")
         raise Refused(f"{tool} cannot {'write' if write else 'read'} {path}: {reason}")
 
     real = _walk(_expand(path, ws), check)
-    if write and (real == ws or not _within(real, ws)):
+    if write and (real == ws or not within(real, ws)):
         raise Refused(f"{tool} may only write inside the workspace {ws}; {path} resolves to {real} outside it")
     return real
 
@@ -342,102 +369,6 @@ def resolve_for_read(path: str, policy: SandboxPolicy, tool: str = "read_file") 
 def resolve_for_write(path: str, policy: SandboxPolicy, tool: str = "write_file") -> str:
     """Like :func:`resolve_for_read`, and the real target must lie inside the workspace."""
     return _resolve(path, policy, tool, write=True)
-
-
-# ---- opening without following symlinks (a link swapped in after the check is not followed) -----------
-
-
-def _open_dir_chain(real_dir: str, create_from: str | None = None) -> int:
-    """An O_PATH fd of ``real_dir``, walked from / without following any symlink.
-
-    Folders below ``create_from`` that do not exist are created.
-    """
-    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        walked = "/"
-        for comp in [c for c in real_dir.split("/") if c]:
-            walked = os.path.join(walked, comp)
-            try:
-                nfd = os.open(comp, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
-            except FileNotFoundError:
-                if create_from is None or not _within(walked, create_from) or walked == create_from:
-                    raise
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(comp, 0o777, dir_fd=fd)
-                nfd = os.open(comp, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
-            os.close(fd)
-            fd = nfd
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def open_for_read(real: str) -> int:
-    """A read-only fd of the regular file ``real``; never follows a symlink, never blocks on a FIFO."""
-    try:
-        dfd = _open_dir_chain(os.path.dirname(real))
-    except (FileNotFoundError, PermissionError):
-        raise
-    except OSError as exc:  # a folder on the way was replaced (by a symlink, a file)
-        raise Refused(f"{real} changed while it was being opened ({exc.strerror})") from None
-    try:
-        fd = os.open(os.path.basename(real), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     dir_fd=dfd)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise Refused(f"{real} was replaced by a symbolic link while it was being opened") from None
-        raise
-    finally:
-        os.close(dfd)
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError(real)
-        raise Refused(f"{real} is not a regular file")
-    return fd
-
-
-def write_atomically(real: str, data: bytes, workspace: str) -> None:
-    """Write ``data`` to ``real`` (inside ``workspace``) through a temp file renamed over it.
-
-    Parent folders are created inside the workspace; no symlink is followed on the way, and a symlink at
-    the final name is replaced, not written through.
-    """
-    ws = os.path.realpath(workspace)
-    try:
-        dfd = _open_dir_chain(os.path.dirname(real), create_from=ws)
-    except PermissionError:
-        raise
-    except OSError as exc:
-        raise Refused(f"cannot write {real}: a folder on the way is missing or was replaced "
-                      f"({exc.strerror or exc})") from None
-    name = os.path.basename(real)
-    tmp = f".{name}.herald-tmp-{os.getpid()}-{threading.get_ident()}"
-    try:
-        mode = 0o644
-        try:
-            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-        except FileNotFoundError:
-            pass
-        else:
-            if stat.S_ISDIR(st.st_mode):
-                raise IsADirectoryError(real)
-            if stat.S_ISREG(st.st_mode):
-                mode = st.st_mode & 0o7777
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dfd)
-        try:
-            with os.fdopen(fd, "wb", closefd=False) as f:
-                f.write(data)
-            os.fchmod(fd, mode)
-        finally:
-            os.close(fd)
-        os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp, dir_fd=dfd)
-        os.close(dfd)
 
 
 # ---- running a command ------------------------------------------------------------------------------
@@ -465,26 +396,39 @@ def child_env(policy: SandboxPolicy) -> dict[str, str]:
             env[name] = value
     env["HOME"] = ws
     env["TMPDIR"] = PRIVATE_TMP if policy.mode == "bwrap" else os.environ.get("TMPDIR", "/tmp")
+    if policy.bridged:
+        assert policy.egress is not None
+        env.update(policy.egress.env())
+    env.update(limits.scope_env(policy.limits))  # for systemd-run only: the prelude drops them
     return env
 
 
-def argv(command: str, policy: SandboxPolicy) -> list[str]:
-    """The command line that runs ``command`` with ``/bin/bash -c`` under ``policy``.
+def _prelude(command: str, policy: SandboxPolicy) -> list[str]:
+    """``bash -c command``, behind a bash prelude that sets the command's limits and starts the network
+    bridge first (inside the sandbox, after bwrap made its namespaces: nothing of it binds the daemon).
 
     Blocks briefly (reads /proc) when the process cap is counted per user: call it off the event loop.
     """
     shell = ["/bin/bash", "-c", command]
-    cap = processes.cap(policy.max_processes, policy.nproc_scope) if policy.mode != "off" else None
+    parts: list[tuple[str, list[str]]] = []
+    cap = processes.cap(policy.max_processes, policy.nproc_scope)
     if cap is not None:
-        shell = processes.wrap(shell, cap)
-    if policy.mode == "none":
+        parts.append(('ulimit -u "$1" || exit 126; shift; ', [str(cap)]))
+    parts += limits.prelude(policy.limits)
+    if policy.bridged:
+        assert policy.egress is not None and policy.bridge is not None
+        parts.append(bridge.fragment(policy.bridge, policy.egress.bridges()))
+    if not parts:
         return shell
-    if policy.mode != "bwrap":
-        raise SandboxUnavailable(policy.problem or "no sandbox")
+    script = "".join(text for text, _ in parts) + 'exec "$@"'
+    return ["/bin/bash", "-c", script, "herald-sandbox", *(a for _, args in parts for a in args), *shell]
+
+
+def _bwrap_options(policy: SandboxPolicy) -> list[str]:
     ws = os.path.realpath(policy.workspace)
-    args = [policy.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
-    if not policy.network:
-        args.append("--unshare-net")
+    # A network namespace of its own even with network on: the host's loopback services and abstract unix
+    # sockets stay out of reach; the way out is the egress proxy (tools/egress.py).
+    args = ["--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net"]
     # Run as root, bwrap would keep every capability (enough to unmount what hides Herald's files).
     args += ["--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     read_only: list[str] = []
@@ -500,11 +444,55 @@ def argv(command: str, policy: SandboxPolicy) -> list[str]:
             args += ["--bind", path, path]
         elif kind == "show":
             args += ["--ro-bind", path, path]
+    if policy.bridged:
+        assert policy.egress is not None
+        args += ["--ro-bind", policy.egress.folder, SANDBOX_DIR]  # a socket on a read-only mount still connects
     # Last, so the folders the later binds needed could still be created in these tmpfs.
     for path in read_only:
         args += ["--remount-ro", path]
     # The environment is handed to bwrap (Popen env=), not spelled out as --setenv: argv is world-readable.
-    return [*args, "--chdir", ws, "--", *shell]
+    return [*args, "--chdir", ws]
+
+
+def _parts(command: str, policy: SandboxPolicy) -> tuple[list[str], list[str] | None, list[str]]:
+    """(what goes before bwrap, bwrap's options or None without bwrap, the command behind them)."""
+    if policy.mode not in ("bwrap", "none"):
+        raise SandboxUnavailable(policy.problem or "no sandbox")
+    prefix = limits.scope_prefix(policy.limits)
+    inner = _prelude(command, policy)
+    if policy.mode == "none":
+        return prefix, None, inner
+    return [*prefix, policy.bwrap], _bwrap_options(policy), inner
+
+
+def argv(command: str, policy: SandboxPolicy) -> list[str]:
+    """The whole command line that runs ``command`` with ``/bin/bash -c`` under ``policy`` (what
+    :func:`launch` hands bwrap partly through a file descriptor). Call it off the event loop."""
+    head, options, inner = _parts(command, policy)
+    return [*head, *(options or []), *(["--"] if options is not None else []), *inner]
+
+
+def launch(command: str, policy: SandboxPolicy) -> contextlib.AbstractContextManager[tuple[list[str], tuple[int, ...]]]:
+    """(command line, descriptors to pass) for Popen: bwrap reads its options from a memfd (``--args``)
+    and closes it, so neither ``ps`` on the host nor ``/proc/*/cmdline`` in the sandbox shows the paths
+    it hides or binds. The descriptor is closed when the block ends (after the process started). Call it
+    off the event loop."""
+    return _launch(*_parts(command, policy))
+
+
+@contextlib.contextmanager
+def _launch(head: list[str], options: list[str] | None,
+            inner: list[str]) -> Iterator[tuple[list[str], tuple[int, ...]]]:
+    if options is None:
+        yield [*head, *inner], ()
+        return
+    fd = os.memfd_create("herald-bwrap-args", os.MFD_CLOEXEC)
+    try:
+        os.write(fd, b"".join(os.fsencode(o) + b"\0" for o in options))
+        os.lseek(fd, 0, os.SEEK_SET)
+        yield [*head, "--args", str(fd), "--", *inner], (fd,)
+    finally:
+        os.close(fd)
 
 
 def workspace_dir(policy: SandboxPolicy) -> str:
@@ -544,10 +532,11 @@ async def run_sandboxed(command: str, policy: SandboxPolicy, timeout: float | No
         raise SandboxUnavailable(policy.problem or "no sandbox")
     ws = workspace_dir(policy)
     limit = policy.timeout if timeout is None else timeout
-    line = await asyncio.to_thread(argv, command, policy)
-    proc = await asyncio.create_subprocess_exec(
-        *line, cwd=ws, env=child_env(policy), stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
+    parts = await asyncio.to_thread(_parts, command, policy)
+    with _launch(*parts) as (line, fds):
+        proc = await asyncio.create_subprocess_exec(
+            *line, cwd=ws, env=child_env(policy), stdin=asyncio.subprocess.DEVNULL, pass_fds=fds,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
     try:
         async with asyncio.timeout(limit):
             out, err, _ = await asyncio.gather(_drain(proc.stdout, max_output), _drain(proc.stderr, max_output),

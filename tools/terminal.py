@@ -13,8 +13,9 @@ from typing import Any
 
 from tools.config import ToolsConfig
 from tools.dangerous import Decision, Verdict, classify
+from tools.limits import exit_note, workspace_note
 from tools.registry import ToolContext, code, error, tool
-from tools.sandbox import argv, child_env, context_policy, model_problem, resolve_mode, workspace_dir
+from tools.sandbox import child_env, context_policy, launch, model_problem, resolve_mode, workspace_dir
 
 _POLL = 0.05
 _TERM_GRACE = 1.0
@@ -117,15 +118,9 @@ def run_command(command: str, ctx: ToolContext, timeout: float | None = None) ->
         return {"error": str(exc)}
     # With bwrap, killing the group kills bwrap, and its sandbox dies with it (--die-with-parent and the
     # PID namespace), so nothing the command started outlives the call.
-    proc = subprocess.Popen(
-        argv(command, policy),
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        env=child_env(policy),
-    )
+    with launch(command, policy) as (line, fds):
+        proc = subprocess.Popen(line, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True, env=child_env(policy), pass_fds=fds)
     capture = _Capture(proc.stdout, tcfg.max_output_chars)
     deadline = time.monotonic() + limit
     next_beat = time.monotonic() + _HEARTBEAT_EVERY
@@ -160,6 +155,10 @@ def run_command(command: str, ctx: ToolContext, timeout: float | None = None) ->
         result["note"] = f"killed after {limit:g}s timeout"
     if interrupted:
         result["interrupted"] = True
+    if (note := exit_note(policy.limits, result["exit_code"], output)) is not None:
+        result["limit"] = note
+    if (note := workspace_note(policy.limits, cwd)) is not None:
+        result["workspace"] = note
     return result
 
 
@@ -204,8 +203,9 @@ def _finish(ctx: ToolContext) -> None:
     "Run a shell command with /bin/bash -c and return its combined stdout/stderr and exit code. Sandboxed "
     "(unless the operator turned that off): the working directory (the workspace, also $HOME) is the only "
     "writable place besides /tmp, which is empty for each command; the rest of the filesystem is read-only, "
-    "some of it hidden, and processes end with the call. No stdin; use non-interactive flags. Long output "
-    "is cut in the middle.",
+    "some of it hidden, and processes end with the call. Network (when on) goes only through the proxy in "
+    "HTTP_PROXY/HTTPS_PROXY/ALL_PROXY, to public hosts; this machine's own services are out of reach. Memory, "
+    "CPU time and file sizes are limited. No stdin; use non-interactive flags. Long output is cut in the middle.",
     {
         "type": "object",
         "properties": {

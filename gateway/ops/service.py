@@ -155,11 +155,11 @@ ProtectControlGroups=yes
 ProtectClock=yes
 ProtectHostname=yes
 ProtectProc=invisible
-# AF_UNIX also carries the notify messages to systemd. AF_NETLINK: bubblewrap configures the loopback
-# device of a sandbox without network (tools.terminal.network: false) over rtnetlink.
+# AF_UNIX also carries the notify messages to systemd, and the sandbox's network proxy. AF_NETLINK:
+# bubblewrap configures the loopback device of each sandbox's own network namespace over rtnetlink.
 RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK
 # The namespaces bubblewrap creates for the agent's commands (an unprivileged user namespace holding
-# new mount, PID, IPC, UTS and, with tools.terminal.network: false, network namespaces). Not cgroup.
+# new mount, PID, IPC, UTS and network namespaces; the network is reached through Herald's proxy). Not cgroup.
 # NoNewPrivileges= above is fine: Herald's bwrap is not setuid and needs no privileges.
 RestrictNamespaces=user mnt pid ipc uts net
 RestrictRealtime=yes

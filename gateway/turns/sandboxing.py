@@ -1,7 +1,8 @@
 """What the gateway hides from the agent, where its workspace is, and what start-up says about the sandbox.
 
 The sandbox itself is tools/sandbox.py; this module only knows Herald's own files (``Paths``, the
-database URL, the credential lock folder) and turns them into the policy every turn's tools get.
+database URL, the credential lock folder) and turns them into the policy every turn's tools get. With
+network on, :func:`setup` also starts the commands' way out (tools/egress.py), which the runner stops.
 """
 
 from __future__ import annotations
@@ -13,7 +14,11 @@ import structlog
 
 from gateway.cluster.locks import lock_dir
 from gateway.config import Config, ConfigError, Paths, herald_base
+from tools import bridge
+from tools.egress import Egress, EgressPoint
 from tools.sandbox import (
+    PRIVATE_TMP,
+    SYSTEM_HIDDEN,
     SandboxPolicy,
     daemon_homes,
     hidden_reason,
@@ -21,6 +26,7 @@ from tools.sandbox import (
     make_policy,
     resolve_mode,
     startup_problem,
+    within,
 )
 
 log = structlog.get_logger("herald.sandbox")
@@ -87,12 +93,13 @@ def workspace(cfg: Config, paths: Paths) -> Path:
     return ws
 
 
-def policy(cfg: Config, paths: Paths, create: bool = True) -> SandboxPolicy:
-    """The policy for every tool call of this daemon; creates the default workspace (0700) when missing."""
+def policy(cfg: Config, paths: Paths, create: bool = True, egress: EgressPoint | None = None) -> SandboxPolicy:
+    """The policy for every tool call of this daemon; creates the default workspace (0700) when missing.
+    ``egress``: the running proxy, commands' way out when they have network."""
     ws = workspace(cfg, paths)
     if create and not cfg.tools.terminal.cwd:
         ws.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return make_policy(cfg.tools.terminal, workspace=ws, hidden=hidden_paths(cfg, paths))
+    return make_policy(cfg.tools.terminal, workspace=ws, hidden=hidden_paths(cfg, paths), egress=egress)
 
 
 def visible_to_agent(cfg: Config, paths: Paths, path: Path) -> bool:
@@ -106,29 +113,53 @@ def visible_to_agent(cfg: Config, paths: Paths, path: Path) -> bool:
     return hidden_reason(os.path.realpath(path), layers(result)) is None
 
 
-def _local_database(url: str | None) -> str | None:
-    """The host of a PostgreSQL database on this machine, which sandboxed commands can reach by network."""
+def _local_database(cfg: Config) -> str | None:
+    """Where Herald's PostgreSQL on this machine is within the reach of sandboxed commands: its port among
+    tools.terminal.host_ports, or its unix socket in a folder the sandbox shows."""
+    url = cfg.database.url
     if not url or not url.startswith("postgresql"):
         return None
     from sqlalchemy.engine import make_url
 
-    host = make_url(url).host or "localhost"  # no host: a unix socket, on this machine
-    return host if host in ("localhost", "127.0.0.1", "::1") or host.startswith("/") else None
+    parsed = make_url(url)
+    host = parsed.host or "/run/postgresql"  # no host: libpq's unix socket folder
+    query_host = parsed.query.get("host")
+    if isinstance(query_host, str) and query_host.startswith("/"):
+        host = query_host
+    terminal = cfg.tools.terminal
+    if host.startswith("/"):
+        real = os.path.realpath(host)
+        hidden = [os.path.realpath(p) for p in (*SYSTEM_HIDDEN, PRIVATE_TMP)]
+        return None if any(within(real, h) for h in hidden) else f"its socket folder {host}"
+    port = parsed.port or 5432
+    if host in ("localhost", "127.0.0.1", "::1") and terminal.network and port in terminal.host_ports:
+        return f"tools.terminal.host_ports opens its port {port}"
+    return None
+
+
+def _no_bridge(cfg: Config) -> str | None:
+    terminal = cfg.tools.terminal
+    if not terminal.network or resolve_mode(terminal.sandbox, terminal.network)[0] != "bwrap":
+        return None
+    hidden = [os.path.realpath(p) for p in (herald_base(), *daemon_homes())]
+    if bridge.find(lambda real: not any(within(real, h) for h in hidden)) is not None:
+        return None
+    return ("tools.terminal.network is on, but neither socat nor a python3 the sandbox shows is installed: commands "
+            "get no network (apt install socat)")
 
 
 def warnings(cfg: Config) -> list[str]:
-    """The sandbox's start-up warnings: unsandboxed by choice, the terminal off for want of bubblewrap, or
-    Herald's own database within the network reach of the agent's commands."""
+    """The sandbox's start-up warnings: unsandboxed by choice, the terminal off for want of bubblewrap, no
+    bridge to the network, or Herald's own database within the reach of the agent's commands."""
     terminal = cfg.tools.terminal
     if not terminal.enabled:
         return []
     out = []
-    host = _local_database(cfg.database.url)
-    if host is not None and terminal.network and terminal.sandbox != "none":
-        out.append(f"the agent's commands share this machine's network, where Herald's PostgreSQL listens "
-                   f"({host}): make sure it needs a password (not in the agent's reach), or set "
-                   "tools.terminal.network: false")
-    line = startup_problem(*resolve_mode(terminal.sandbox, terminal.network))
+    where = _local_database(cfg) if terminal.sandbox != "none" else None
+    if where is not None:
+        out.append(f"the agent's commands can reach Herald's PostgreSQL ({where}): make sure it needs a password "
+                   "(not in the agent's reach)")
+    line = startup_problem(*resolve_mode(terminal.sandbox, terminal.network)) or _no_bridge(cfg)
     if line:
         out.append(line)
     if terminal.cwd and os.path.realpath(Path(terminal.cwd).expanduser()) == os.path.realpath(Path.home()):
@@ -137,15 +168,39 @@ def warnings(cfg: Config) -> list[str]:
     return out
 
 
-def setup(cfg: Config, paths: Paths) -> tuple[SandboxPolicy, list[str]]:
-    """At start-up: the policy, and the warning lines (logged here; ``herald run`` prints them too)."""
-    result = policy(cfg, paths)
+def start_egress(cfg: Config) -> Egress | None:
+    """The commands' way out to the network, running, when they run in bubblewrap with network on."""
+    terminal = cfg.tools.terminal
+    if not terminal.network or resolve_mode(terminal.sandbox, terminal.network)[0] != "bwrap":
+        return None
+    egress = Egress(terminal.allowed_domains, terminal.host_ports)
+    try:
+        egress.start()
+    except OSError as exc:
+        log.warning("egress_failed", message=f"the sandbox's network proxy could not start ({exc}): commands get "
+                    "no network")
+        return None
+    return egress
+
+
+def setup(cfg: Config, paths: Paths) -> tuple[SandboxPolicy, list[str], Egress | None]:
+    """At start-up: the policy, the warning lines (logged here; ``herald run`` prints them too), and the
+    egress proxy when commands have network (the caller stops it: ``egress.stop()``, off the loop)."""
+    egress = start_egress(cfg)
+    try:
+        result = policy(cfg, paths, egress=egress.point if egress else None)
+    except BaseException:
+        if egress is not None:
+            egress.stop()
+        raise
     lines = warnings(cfg)
     for line in lines:
         log.warning("sandbox_warning", message=line)
     log.info("sandbox", mode=result.mode, workspace=str(result.workspace), network=result.network,
-             max_processes=result.max_processes, counted=result.nproc_scope)
+             proxied=result.bridged, bridge=result.bridge[0] if result.bridge else None,
+             max_processes=result.max_processes, counted=result.nproc_scope,
+             memory=f"{result.limits.memory_mb} MB ({'cgroup' if result.limits.memory_scope else 'RLIMIT_AS'})")
     if result.mode != "off" and result.max_processes and result.nproc_scope == "none":
         log.warning("sandbox_no_process_cap", message="Herald runs as root, whose processes the kernel never holds "
                     "to a process limit: tools.terminal.max_processes cannot apply (run Herald as its own user)")
-    return result, lines
+    return result, lines, egress

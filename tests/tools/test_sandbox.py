@@ -12,7 +12,6 @@ import asyncio
 import json
 import os
 import shutil
-import socket
 import stat
 import tempfile
 import threading
@@ -27,7 +26,7 @@ import pytest
 
 from gateway.config import ConfigError, Paths, parse_config
 from gateway.turns import sandboxing
-from tools import sandbox
+from tools import fileio, sandbox
 from tools.dangerous import Decision
 from tools.registry import ToolContext, load_builtin_tools
 from tools.sandbox import Refused, SandboxUnavailable, resolve_mode, run_sandboxed
@@ -299,14 +298,17 @@ def test_the_daemon_users_home_is_hidden_but_a_workspace_inside_it_works(
 
 
 @needs_bwrap
-def test_network_false_cuts_networking(daemon: Daemon) -> None:
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(8)
-        port = listener.getsockname()[1]
-        probe = f"(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo connected || echo no-network"
-        assert "connected" in term(daemon.ctx("bwrap"), probe)["output"]
-        assert "no-network" in term(daemon.ctx("bwrap", network=False), probe)["output"]
+def test_no_command_line_in_the_sandbox_names_a_hidden_path(daemon: Daemon) -> None:
+    # bwrap (PID 1 in the sandbox) reads its options from a descriptor it then closes: its command line
+    # is "bwrap --args N -- <the command>". (Mount points still show in /proc/self/mountinfo.)
+    ctx = daemon.ctx("bwrap")
+    res = term(ctx, "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done; ls -l /proc/1/fd")
+    lines = res["output"].splitlines()
+    assert any(line.startswith(f"{ctx.sandbox.bwrap} --args ") for line in lines), res  # type: ignore[union-attr]
+    for path in (daemon.root, daemon.base, daemon.config_file, daemon.db_file, daemon.lock_dir, daemon.user_home,
+                 daemon.extra, *sandbox.daemon_homes()):
+        assert str(path) not in res["output"], (path, res["output"])
+    assert "memfd" not in res["output"]
 
 
 @pytest.mark.parametrize("mode", BOTH)
@@ -384,7 +386,9 @@ def test_the_bwrap_command_line(daemon: Daemon) -> None:
     for flag in ("--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--die-with-parent",
                  "--new-session"):
         assert flag in args
-    assert args[-4:] == ["--", "/bin/bash", "-c", "echo hi"]
+    assert args[-3:] == ["/bin/bash", "-c", "echo hi"]
+    inner = args.index("--")
+    assert args[inner + 1 : inner + 3] == ["/bin/bash", "-c"] and args[inner + 2] != "echo hi"  # behind the prelude
     assert "--setenv" not in args  # the environment goes through exec, not the world-readable argv
     ws = str(daemon.workspace)
     binds = [i for i, a in enumerate(args) if a == "--bind"]
@@ -392,7 +396,12 @@ def test_the_bwrap_command_line(daemon: Daemon) -> None:
     # Hides first, then the workspace (so it shows inside the hidden home), then /run stays hidden.
     assert args.index(str(daemon.base)) < binds[0]
     assert args[args.index("--tmpfs") + 1] == "/tmp"
-    assert sandbox.argv("echo hi", replace(policy, mode="none")) == ["/bin/bash", "-c", "echo hi"]
+    bare = replace(policy, limits=sandbox.Limits(), max_processes=0)
+    assert sandbox.argv("echo hi", replace(bare, mode="none")) == ["/bin/bash", "-c", "echo hi"]
+    with sandbox.launch("echo hi", policy) as (line, fds):
+        assert line[:2] == [policy.bwrap, "--args"] and line[2] == str(fds[0])
+        assert line[3:] == args[inner:]
+        assert os.pread(fds[0], 1 << 20, 0).split(b"\0")[:-1] == [os.fsencode(a) for a in args[1:inner]]
     with pytest.raises(SandboxUnavailable):
         sandbox.argv("echo hi", replace(policy, mode="off", problem="x"))
 
@@ -502,7 +511,7 @@ def test_a_link_swapped_in_after_the_check_is_not_followed(daemon: Daemon) -> No
     # The final name becomes a link: the rename replaces the link, the target is untouched.
     real = sandbox.resolve_for_write("f.txt", policy)
     (ws / "f.txt").symlink_to(outside)
-    sandbox.write_atomically(real, b"new", str(ws))
+    fileio.write_atomically(real, b"new", str(ws))
     assert not (ws / "f.txt").is_symlink() and (ws / "f.txt").read_bytes() == b"new"
     assert outside.read_text() == "ordinary notes\n"
     # A folder on the way becomes a link: refused.
@@ -511,7 +520,7 @@ def test_a_link_swapped_in_after_the_check_is_not_followed(daemon: Daemon) -> No
     (ws / "d").rmdir()
     (ws / "d").symlink_to(daemon.user_home)
     with pytest.raises(Refused):
-        sandbox.write_atomically(real, b"evil", str(ws))
+        fileio.write_atomically(real, b"evil", str(ws))
     assert not (daemon.user_home / "g.txt").exists()
     # Reading: the checked file is swapped for a link to a secret.
     (ws / "r.txt").write_text("fine")
@@ -519,7 +528,7 @@ def test_a_link_swapped_in_after_the_check_is_not_followed(daemon: Daemon) -> No
     (ws / "r.txt").unlink()
     (ws / "r.txt").symlink_to(daemon.base / "state.db")
     with pytest.raises(Refused):
-        sandbox.open_for_read(real)
+        fileio.open_for_read(real)
 
 
 def test_write_keeps_mode_and_creates_no_temp_leftovers(daemon: Daemon) -> None:
@@ -593,13 +602,3 @@ def test_config_keys() -> None:
                        ({"network": "maybe"}, "tools.terminal.network")):
         with pytest.raises(ConfigError, match=where):
             parse_config({"tools": {"terminal": bad}})
-
-
-def test_a_local_postgresql_within_the_agents_network_reach_is_named_at_start() -> None:
-    local = parse_config({"database": {"url": "postgresql+asyncpg://herald@127.0.0.1:5432/herald"}})
-    assert any("PostgreSQL" in line and "network: false" in line for line in sandboxing.warnings(local))
-    cut = parse_config({"database": {"url": "postgresql+asyncpg://herald@127.0.0.1/herald"},
-                        "tools": {"terminal": {"network": False}}})
-    assert not any("PostgreSQL" in line for line in sandboxing.warnings(cut))
-    remote = parse_config({"database": {"url": "postgresql+asyncpg://herald@db.internal/herald"}})
-    assert not any("PostgreSQL" in line for line in sandboxing.warnings(remote))

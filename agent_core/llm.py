@@ -51,6 +51,9 @@ class Endpoint:
     api_key: str | None = None
     # Request fields for this endpoint only (``reasoning_effort`` where its model takes one).
     extra: dict[str, Any] | None = None
+    # False: the model takes no images; image parts are sent to it as a line of text instead (a fallback
+    # without vision behind a primary with it). True: messages go as they are.
+    vision: bool = True
 
 
 def endpoints_from_config(model_cfg: Any, environ: dict[str, str] | None = None) -> list[Endpoint]:
@@ -250,6 +253,8 @@ class LLMClient:
         interrupt: threading.Event | None,
         on_text: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
+        if not ep.vision:
+            messages = without_images(messages)
         kwargs: dict[str, Any] = {"model": ep.model, "messages": messages, **self._extra, **(ep.extra or {})}
         if tools:
             kwargs["tools"] = tools
@@ -351,6 +356,23 @@ class LLMClient:
 
 
 _DONE = object()  # what _sse_json yields for ``data: [DONE]``
+NO_VISION_NOTE = "[An image was attached here; this model cannot see images.]"
+
+
+def without_images(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with every image part replaced by a line saying one was there (copies where changed)."""
+    out = messages
+    for n, msg in enumerate(messages):
+        content = msg.get("content")
+        if not isinstance(content, list) or not any(isinstance(p, dict) and p.get("type") == "image_url"
+                                                    for p in content):
+            continue
+        if out is messages:
+            out = list(messages)
+        texts = [p.get("text", "") if p.get("type") == "text" else NO_VISION_NOTE
+                 for p in content if isinstance(p, dict)]
+        out[n] = {**msg, "content": "\n".join(t for t in texts if t)}
+    return out
 
 
 def _malformed_calls(message: dict[str, Any]) -> bool:

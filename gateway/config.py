@@ -69,6 +69,12 @@ class ModelConfig(_Model):
     context_window: int | None = Field(default=None, ge=1024)
     # Per model name (as in name / fallbacks / a cron job's model): the estimated cost /usage shows.
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    # Which models take images (a photo reaches them as an image part, not only as a file path): true = every
+    # model above (name, choices, fallbacks), or a list of their names.
+    vision: bool | list[str] = False
+
+    def sees_images(self, model: str | None) -> bool:
+        return self.vision is True or (isinstance(self.vision, list) and model in self.vision)
 
     @property
     def configured(self) -> bool:
@@ -272,6 +278,43 @@ class CronConfig(_Model):
         return v
 
 
+class MediaConfig(_Model):
+    """Files people send and files the agent sends (gateway/media/)."""
+
+    # Images are downscaled to this many pixels on their long side (and re-encoded, metadata stripped) before
+    # the model sees them; the original stays in the workspace.
+    max_image_px: int = Field(default=2048, ge=256, le=8192)
+    # An image with more pixels than this (in millions) is refused unopened: a decompression bomb.
+    max_image_megapixels: float = Field(default=50.0, gt=0, le=500)
+    # The largest file the send_file tool sends (a platform's own limit may be lower: the chat is told).
+    max_send_mb: float = Field(default=50.0, gt=0, le=2048)
+
+
+class TranscriptionConfig(_Model):
+    """Voice notes and audio files become text before the turn, through an OpenAI-compatible
+    POST /audio/transcriptions (faster-whisper-server and whisper.cpp's server speak it too)."""
+
+    enabled: bool = True
+    base_url: str | None = None  # None: model.base_url
+    model: str = "whisper-1"
+    api_key_env: str | None = None  # None: model.api_key_env
+    timeout_seconds: float = Field(default=60.0, gt=0, le=600)
+    max_mb: float = Field(default=25.0, gt=0, le=1024)  # larger audio is not sent (the turn gets the path)
+    language: str | None = None  # an ISO-639-1 hint ("de"); None: the server guesses
+    echo: bool = False  # the transcript is shown back in the chat, in one line
+
+
+class SpeechConfig(_Model):
+    """/voice on: answers also come as a voice note, through an OpenAI-compatible POST /audio/speech."""
+
+    base_url: str | None = None  # None: model.base_url
+    model: str = "tts-1"
+    voice: str = "alloy"
+    api_key_env: str | None = None  # None: model.api_key_env
+    timeout_seconds: float = Field(default=60.0, gt=0, le=600)
+    max_chars: int = Field(default=4000, ge=100, le=100_000)  # a longer answer is spoken up to here
+
+
 def _platforms_model() -> type[StrictModel]:
     """``platforms.*`` from the registry: each platform declares its own section."""
     from gateway.platforms import PLATFORMS, config_class
@@ -299,6 +342,9 @@ class Config(_Model):
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
     access: AccessConfig = Field(default_factory=AccessConfig)
     cron: CronConfig = Field(default_factory=CronConfig)
+    media: MediaConfig = Field(default_factory=MediaConfig)
+    transcription: TranscriptionConfig = Field(default_factory=TranscriptionConfig)
+    tts: SpeechConfig = Field(default_factory=SpeechConfig)
     platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)  # type: ignore[valid-type]
 
 

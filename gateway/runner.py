@@ -49,6 +49,8 @@ from gateway.inbound.supervisor import Supervisor
 from gateway.kernel.faults import Faults
 from gateway.kernel.health import private_status, public_status
 from gateway.kernel.metrics import Counters, Metrics
+from gateway.media.hub import Media
+from gateway.media.voice import VOICE_COMMANDS, VoiceDeps
 from gateway.ops.systemd import SystemdNotifier
 from gateway.outbound.delivery import Delivery, Notices
 from gateway.outbound.streaming import Streams
@@ -166,11 +168,13 @@ class GatewayRunner:
                                       lambda key: self.lanes.busy(key) is not None)
         self.streams = Streams(cfg.display, self.delivery, self.sessions.peek, self.agents.secret_values,
                                _tool_named, self.approvals.asking)
+        self.media = Media(cfg, self._inbound_media_dir(), self.paths.media_dir, self.faults)
         self.turns = TurnExecutor(cfg, self.store, self.sessions, self.delivery, self.notices, self.agents,
                                   self.approvals, self.adapters, self.counters, metrics=self.metrics,
-                                  compression=self.compression, usage=self.usage, streams=self.streams)
+                                  compression=self.compression, usage=self.usage, streams=self.streams,
+                                  media=self.media)
         self.lanes = Lanes(cfg.gateway, self.store, self.notices, self, self.instance, self.counters, self.turns.run,
-                           routed=self.bus.enabled)
+                           routed=self.bus.enabled, media=self.media.inbound, echo=cfg.transcription.echo)
 
     def _build_commands(self) -> None:
         """Every chat command, in the order /help lists them."""
@@ -186,6 +190,7 @@ class GatewayRunner:
         commands.include(MEMORY_COMMANDS, self.memory)
         commands.include(USAGE_COMMANDS, UsageDeps(self.usage, sessions, store))
         commands.include(VERBOSE_COMMANDS, VerboseDeps(sessions, store, self.streams))
+        commands.include(VOICE_COMMANDS, VoiceDeps(sessions, store, self.media.speaker.enabled))
         commands.include(PAIRING_COMMANDS, self.pairing)
         commands.include(CRON_COMMANDS, CronDeps(store, lambda: self.cron))
 
@@ -304,11 +309,14 @@ class GatewayRunner:
         return CronHost(self.cfg, self.store, self.turns, self.delivery, self.adapters, self, self._is_admin,
                         lambda: self.agents.sandbox, self.metrics, self.bus, self.faults)
 
-    def _build_adapters(self) -> None:
+    def _inbound_media_dir(self) -> Path:
         # Files people send are for the agent: they go where its tools can read them (the sandbox hides the
         # profile's home, media folder included).
         sandbox = self.agents.sandbox
-        media = Path(sandbox.workspace) / "attachments" if sandbox is not None else self.paths.media_dir
+        return Path(sandbox.workspace) / "attachments" if sandbox is not None else self.paths.media_dir
+
+    def _build_adapters(self) -> None:
+        media = self._inbound_media_dir()
 
         def context(config: Any) -> AdapterContext:
             return AdapterContext(gateway=self, config=config, home=self.paths.home, media_dir=media,

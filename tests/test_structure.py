@@ -114,6 +114,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("gateway.platforms", "gateway.storage"),  # each platform speaks only to the kernel; storage the same
     ("gateway.config", "gateway.ports", "gateway.cluster", "gateway.session"),
     ("gateway.commands",),
+    ("gateway.media",),  # files in and out: sniffing, images, audio endpoints, /voice
     ("gateway.outbound",),
     ("gateway.turns",),
     ("gateway.inbound",),

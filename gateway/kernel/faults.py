@@ -30,6 +30,7 @@ FAULT_CLASSES = (
     "platform_rate_limited", "platform_unavailable", "platform_conflict", "platform_rejected",
     "model_rate_limited", "model_error", "model_timeout", "model_stream_cut", "model_bad_output",
     "database_unavailable", "disk_full", "bad_request", "clock_jump",
+    "transcription_failed", "speech_failed", "bad_media",
 )
 
 

@@ -15,6 +15,8 @@ index instead of sending it, so the reply is shown once whether or not a restart
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import os
 import random
 import uuid
 from collections.abc import Callable, Mapping
@@ -29,6 +31,7 @@ from gateway.kernel.metrics import NULL_METRICS, Metrics
 from gateway.outbound.pacing import ChatPacer
 from gateway.platforms.base import (
     NO_FAULTS,
+    Attachment,
     FaultSink,
     FormattingError,
     OutboundMessage,
@@ -49,6 +52,8 @@ MAYBE_REPEATED = ("↻ Herald restarted while sending my answer; the next part m
 _MAX_RATE_ATTEMPTS = 1000
 # What a streamed message the final reply does not need (it came out shorter than the stream) is edited to.
 UNUSED_STREAM_TEXT = "⋯"
+# The outbox chunk index of a reply's first file: far past any text chunk or stream message of the reply.
+FILE_INDEX = 10_000
 
 
 @dataclass
@@ -124,7 +129,11 @@ class Delivery:
         With ``finish_inbox`` the inbox row becomes done (or failed) in the same commit as the last chunk.
         """
         caps = adapter.capabilities
-        chunks = chunk_text(adapter.render(out.text), caps.max_message_length, adapter.measure, caps.dialect) or [" "]
+        if out.attachments and not out.text.strip():
+            chunks: list[str] = []  # files alone (a voice note): no empty message before them
+        else:
+            chunks = (chunk_text(adapter.render(out.text), caps.max_message_length, adapter.measure, caps.dialect)
+                      or [" "])
         durable = inbox_id is not None or ref is not None
         if guard is None and inbox_id is not None and self.owner is not None:
             guard = self.store.inbox.owner_guard(inbox_id, self.owner)
@@ -133,12 +142,14 @@ class Delivery:
         report = DeliveryReport()
         async with self._lock(adapter.name, chat_id):
             last = len(chunks) - 1
+            # The inbox row is finished with the reply's last item: its last file, or else its last chunk.
+            end = last if not out.attachments else -1
             for index, chunk in enumerate(chunks):
                 row = state.get(index)
                 if row is not None and row["status"] == "sealed":
                     row = None  # a streamed message left where it was: this chunk is sent anew
                 if row is not None and row["status"] == "sent":
-                    if finish and index == last:
+                    if finish and index == end:
                         await self.store.inbox.mark(inbox_id, "done", expected="replied")  # type: ignore[arg-type]
                     continue
                 piece = OutboundMessage(
@@ -152,7 +163,7 @@ class Delivery:
                     if ids is not None:
                         report.message_ids.extend(ids)
                         await self._record(row["id"], inbox_id, adapter.name, chat_id, index, ids, "sent", None,
-                                           "done" if finish and index == last else None)
+                                           "done" if finish and index == end else None)
                         continue
                     row = None  # the message is gone: the chunk goes out as a new one, under a new key
                 key = chunk_key(row, inbox_id, index) if durable else uuid.uuid4().hex
@@ -182,7 +193,10 @@ class Delivery:
                     return report
                 report.message_ids.extend(ids)
                 await self._record(row_id, inbox_id, adapter.name, chat_id, index, ids, "sent", None,
-                                   "done" if finish and index == last else None)
+                                   "done" if finish and index == end else None)
+            if out.attachments:
+                sender = _Files(self, adapter, chat_id, out, state, inbox_id, ref, guard, finish, durable, report)
+                await sender.send()
             for index, row in sorted(state.items()):
                 if index > last and row["status"] == "streamed":
                     await self._unused_stream(adapter, chat_id, row, out)
@@ -251,16 +265,18 @@ class Delivery:
         else:
             await self.store.outbox.record(inbox_id, platform, chat_id, index, " ".join(ids) or None, status, error)
 
-    async def _notice(self, adapter: PlatformAdapter, chat_id: str, out: OutboundMessage) -> None:
+    async def _notice(self, adapter: PlatformAdapter, chat_id: str, out: OutboundMessage,
+                      notice: str = MAYBE_REPEATED) -> None:
         try:
-            text = adapter.render(MAYBE_REPEATED)
+            text = adapter.render(notice)
             await self._send_one(adapter, chat_id, text, OutboundMessage(text, thread_id=out.thread_id),
                                  uuid.uuid4().hex)
         except Exception as exc:
             log.warning("delivery_notice_failed", platform=adapter.name, chat_id=chat_id, error=str(exc))
 
     async def _send_one(self, adapter: PlatformAdapter, chat_id: str, chunk: str, piece: OutboundMessage,
-                        key: str, *, edit_id: str | None = None, retry: bool = True, count: bool = True) -> list[str]:
+                        key: str, *, edit_id: str | None = None, retry: bool = True, count: bool = True,
+                        files: list[Attachment] | None = None) -> list[str]:
         """Send ``chunk`` (or, with ``edit_id``, put it into that message), retried as errors allow; with
         ``retry`` False a rate limit or a transient error is raised at once. ``count``: the message is
         counted as posted in the chat (a stream's own messages are not: two replies streaming in one chat
@@ -275,7 +291,12 @@ class Delivery:
                     await adapter.edit(chat_id, edit_id, chunk, piece.buttons, thread_id=piece.thread_id)
                     return [edit_id]
                 try:
-                    ids = await adapter.send(chat_id, chunk, piece, idempotency_key=key)
+                    if files:
+                        ids = (await adapter.send_file(chat_id, files[0], piece, idempotency_key=key)
+                               if len(files) == 1 else
+                               await adapter.send_album(chat_id, files, piece, idempotency_key=key))
+                    else:
+                        ids = await adapter.send(chat_id, chunk, piece, idempotency_key=key)
                 except PermanentError:
                     self.faults.record("platform_rejected", platform=adapter.name)
                     raise
@@ -287,6 +308,8 @@ class Delivery:
                     raise PermanentError("the platform rejected the message even as plain text") from None
                 # Same words, no formatting: never truncated, never dropped.
                 plain = True
+                if files:
+                    files = [dataclasses.replace(f, caption=to_plain(f.caption) if f.caption else None) for f in files]
                 chunk = to_plain(chunk)
                 piece = OutboundMessage(text=chunk, buttons=piece.buttons, reply_to=piece.reply_to,
                                         thread_id=piece.thread_id, reply_handle=piece.reply_handle,
@@ -315,6 +338,131 @@ class Delivery:
                 log.info("send_retry", platform=adapter.name, chat_id=chat_id, attempt=attempt, delay=round(delay, 2),
                          error=str(exc))
                 await asyncio.sleep(delay)
+
+
+def size_text(size: float) -> str:
+    for unit in ("bytes", "KB", "MB"):
+        if size < 1024 or unit == "MB":
+            return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} MB"  # pragma: no cover
+
+
+def too_big_text(att: Attachment, size: int, limit: int) -> str:
+    if limit <= 0:
+        return f"📎 {att.filename} ({size_text(size)}) cannot be sent: files cannot be sent here."
+    return (f"📎 {att.filename} is {size_text(size)}, more than this chat takes ({size_text(limit)}), so it was not "
+            "sent.")
+
+
+class _Files:
+    """A reply's files after its text, each its own outbox row (``FILE_INDEX + n``): begun ``sending`` before the
+    upload and ``sent`` with the ids after, so a restart uploads only what is not out (announcing a possible
+    repeat where the platform cannot de-duplicate). A file over the chat's limit, or gone, is replaced by a line
+    saying so, sent and recorded in its place. Consecutive new images go as one album where the platform has
+    them (one call, one row per image)."""
+
+    def __init__(self, delivery: Delivery, adapter: PlatformAdapter, chat_id: str, out: OutboundMessage,
+                 state: dict[int, Any], inbox_id: int | None, ref: str | None, guard: Any, finish: bool,
+                 durable: bool, report: DeliveryReport) -> None:
+        self.d, self.adapter, self.chat_id, self.out = delivery, adapter, chat_id, out
+        self.state, self.inbox_id, self.ref, self.guard = state, inbox_id, ref, guard
+        self.finish, self.durable, self.report = finish, durable, report
+        self.files = list(out.attachments)
+        self._limit: int | None = None
+
+    async def limit(self) -> int:
+        if self._limit is None:
+            try:
+                self._limit = await self.adapter.file_limit(self.chat_id)
+            except Exception as exc:
+                log.warning("file_limit_unknown", platform=self.adapter.name, error=redact(str(exc)))
+                self._limit = 0
+        return self._limit
+
+    async def send(self) -> None:
+        n = 0
+        while n < len(self.files):
+            group = await self._album(n)
+            await self._send(n, group)
+            n += len(group)
+
+    async def _album(self, start: int) -> list[Attachment]:
+        """The images from ``start`` on that go out together: none of them begun before, each within the limit."""
+        size = self.adapter.capabilities.album
+        group: list[Attachment] = []
+        for n in range(start, min(len(self.files), start + size) if size >= 2 else start):
+            att = self.files[n]
+            if att.kind != "image" or FILE_INDEX + n in self.state or not _fits(att.path, await self.limit()):
+                break
+            group.append(att)
+        return group if len(group) >= 2 else [self.files[start]]
+
+    async def _send(self, start: int, group: list[Attachment]) -> None:
+        d, adapter = self.d, self.adapter
+        indexes = [FILE_INDEX + start + n for n in range(len(group))]
+        rows = [self.state.get(i) for i in indexes]
+        if all(r is not None and r["status"] == "sent" for r in rows):
+            if self.finish and indexes[-1] == FILE_INDEX + len(self.files) - 1:
+                await d.store.inbox.mark(self.inbox_id, "done", expected="replied")
+            return
+        keys = [chunk_key(r, self.inbox_id, i) if self.durable else uuid.uuid4().hex for r, i in zip(rows, indexes,
+                                                                                                 strict=True)]
+        row_ids: list[int | None] = [None] * len(group)
+        if self.durable:
+            resent = any(r is not None and r["status"] == "sending" for r in rows)
+            if resent and not adapter.capabilities.idempotent_send:
+                await d._notice(adapter, self.chat_id, self.out)
+            for n, (r, i) in enumerate(zip(rows, indexes, strict=True)):
+                row_ids[n] = await d.store.outbox.begin(self.inbox_id, adapter.name, self.chat_id, i, key=keys[n],
+                                                        ref=self.ref, guard=self.guard,
+                                                        row_id=r["id"] if r is not None else None)
+                if row_ids[n] is None:
+                    raise NotExpected(f"the delivery of {self.ref or f'inbox row {self.inbox_id}'} was taken over "
+                                      "by another instance")
+        last = indexes[-1] == FILE_INDEX + len(self.files) - 1
+        piece = OutboundMessage(text=group[0].caption or "", thread_id=self.out.thread_id)
+        try:
+            per_file = await self._upload(group, piece, keys[0])
+        except PermanentError as exc:
+            error = redact(str(exc))
+            for n, i in enumerate(indexes):
+                await d._record(row_ids[n], self.inbox_id, adapter.name, self.chat_id, i, [], "failed", error,
+                                "done" if self.finish and last and n == len(indexes) - 1 else None)
+            log.warning("file_not_delivered", platform=adapter.name, chat_id=self.chat_id, error=str(exc))
+            names = ", ".join(a.filename for a in group)
+            await d._notice(adapter, self.chat_id, self.out, f"📎 {names} could not be sent: {error}")
+            return
+        for n, i in enumerate(indexes):
+            ids = per_file[n] if n < len(per_file) else []
+            self.report.message_ids.extend(ids)
+            await d._record(row_ids[n], self.inbox_id, adapter.name, self.chat_id, i, ids, "sent", None,
+                            "done" if self.finish and last and n == len(indexes) - 1 else None)
+
+    async def _upload(self, group: list[Attachment], piece: OutboundMessage, key: str) -> list[list[str]]:
+        """Ids per file: the upload's, or those of the line sent in its place."""
+        d, adapter, att = self.d, self.adapter, group[0]
+        if len(group) > 1:
+            ids = await d._send_one(adapter, self.chat_id, "", piece, key, files=group)
+            return [[i] for i in ids]
+        try:
+            size = os.stat(att.path).st_size
+        except OSError:
+            size = None
+        if size is None or size > await self.limit():
+            text = (f"📎 {att.filename} is no longer there, so it was not sent." if size is None
+                    else too_big_text(att, size, await self.limit()))
+            rendered = adapter.render(text)
+            return [await d._send_one(adapter, self.chat_id, rendered, OutboundMessage(rendered,
+                                      thread_id=self.out.thread_id), key)]
+        return [await d._send_one(adapter, self.chat_id, "", piece, key, files=[att])]
+
+
+def _fits(path: str, limit: int) -> bool:
+    try:
+        return os.stat(path).st_size <= limit
+    except OSError:
+        return False
 
 
 class Notices:

@@ -69,4 +69,5 @@ class SessionSettings:
         model = parent.get("model") if parent.get("model") in self.model_choices() else None
         effort = parent.get("reasoning_effort")
         effort = effort if effort in EFFORTS and self.takes_reasoning(model or self.default_model) else None
-        return {"model": model, "reasoning_effort": effort, "personality": self.personality_of(parent)}
+        return {"model": model, "reasoning_effort": effort, "personality": self.personality_of(parent),
+                "voice": parent.get("voice")}

@@ -62,6 +62,21 @@ class InboxStore:
         params = {"b_id": inbox_id, **expected_params(expected), **values}
         return bool(await self.db.run_write(lambda conn: conn.execute(stmt, params).rowcount))
 
+    async def merge(self, inbox_id: int, payload: dict[str, Any], merged: list[int]) -> None:
+        """An album's messages become one: ``inbox_id`` carries them all (``payload``) and the others are done,
+        in one transaction, so a restart finds either the parts or the whole, never both."""
+        now = time.time()
+
+        def op(conn: Connection) -> None:
+            conn.execute(update(inbox).where(and_(inbox.c.id == inbox_id, inbox.c.status == "pending"))
+                         .values(payload=payload, updated_at=now))
+            if merged:
+                conn.execute(update(inbox).where(and_(inbox.c.id.in_(merged), inbox.c.status == "pending"))
+                             .values(status="done", error=f"answered with message {inbox_id} (one album)",
+                                     updated_at=now))
+
+        await self.db.run_write(op)
+
     async def unfinished(self, platform: str | None = None) -> list[dict[str, Any]]:
         """Messages accepted and not finished, oldest first (all instances' rows)."""
         where = inbox.c.status.in_(UNFINISHED)

@@ -82,6 +82,12 @@ class MessageStore:
 
         return await self.db.run_read(op)
 
+    async def turn_messages(self, inbox_id: int) -> list[dict[str, Any]]:
+        """Every message a turn stored for ``inbox_id``, in order (hidden ones too: they were sent)."""
+        stmt = (select(messages.c.role, messages.c.content, messages.c.tool_calls, messages.c.tool_call_id)
+                .where(messages.c.inbox_id == inbox_id).order_by(messages.c.id))
+        return await self.db.run_read(lambda conn: [_to_openai(r) for r in conn.execute(stmt)])
+
     async def turn_steps(self, inbox_id: int) -> tuple[str, int] | None:
         """(session id, messages stored) of the turn answering ``inbox_id``, if it stored any."""
         # A turn compressed while it ran has rows in the session it left too: the newest session is its own.

@@ -76,4 +76,4 @@ class SessionStore:
         ))
 
 
-_SESSION_OPTIONAL = ("user_id", "title", "model", "reasoning_effort", "personality")
+_SESSION_OPTIONAL = ("user_id", "title", "model", "reasoning_effort", "personality", "voice")

@@ -53,6 +53,8 @@ sessions = Table(
     Column("summary", Text, nullable=True),
     # /verbose: off | tools | all; null = display.verbose.
     Column("verbose", String(8), nullable=True),
+    # /voice: "on" = answers also come as a voice note; null = off. A following session keeps it.
+    Column("voice", String(4), nullable=True),
     Index("ix_sessions_key_active", "key", "ended_at"),
     Index("ix_sessions_user", "platform", "user_id"),
 )

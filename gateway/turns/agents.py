@@ -74,7 +74,7 @@ class AgentFactory:
 
         m = self.cfg.model
         return LLMClient([Endpoint(base_url=url, model=name, api_key=secret(env),
-                                   extra=primary_extra if n == 0 else None)
+                                   extra=primary_extra if n == 0 else None, vision=m.sees_images(name))
                           for n, (url, name, env) in enumerate(endpoints)],
                          timeout=m.timeout_seconds, max_retries=m.max_retries, temperature=m.temperature,
                          max_tokens=m.max_tokens, observe=self._observe_llm, on_fault=self._on_model_fault)
@@ -98,6 +98,10 @@ class AgentFactory:
                 agent = self._by_setting[(model, effort)] = Agent(llm, self.agent.registry, self.tool_names,
                                                                   max_iterations=m.max_iterations)
             return agent
+
+    def sees_images(self, session: dict[str, Any] | None) -> bool:
+        """Whether the model a session's turns call takes images (``model.vision``)."""
+        return self.cfg.model.sees_images(self.settings.model_of(session))
 
     def for_model(self, model: str | None) -> Any:
         """The agent, or one that calls ``model`` on the primary endpoint (a cron job's model override)."""

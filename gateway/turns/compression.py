@@ -138,7 +138,8 @@ class Compressor:
                "system_prompt": old.get("system_prompt"), "created_at": now, "updated_at": now, "ended_at": None,
                "end_reason": None, "summary": summary,
                # The same conversation goes on: whose it is, its title and settings (/model, /personality...).
-               **{c: old.get(c) for c in ("user_id", "title", "model", "reasoning_effort", "personality")}}
+               **{c: old.get(c) for c in ("user_id", "title", "model", "reasoning_effort", "personality",
+                                             "voice")}}
         columns = (messages.c.role, messages.c.content, messages.c.tool_calls, messages.c.tool_call_id,
                    messages.c.inbox_id)
         turn_start = max((n for n, m in enumerate(recent) if m.get("role") == "user"), default=0)

@@ -22,10 +22,13 @@ import structlog
 
 from agent_core.usage import UsageMeter
 from gateway.config import Config
+from gateway.kernel.attached import with_files
 from gateway.kernel.metrics import NULL_METRICS, Counters, Metrics
+from gateway.media.content import MAX_IMAGES
+from gateway.media.outgoing import files_sent
 from gateway.outbound.delivery import Delivery
 from gateway.outbound.streaming import NO_LIVE
-from gateway.platforms.base import Accepted, InboundMessage, OutboundMessage, PlatformAdapter, Source
+from gateway.platforms.base import Accepted, Attachment, InboundMessage, OutboundMessage, PlatformAdapter, Source
 from gateway.ports import Adapters, Notifier
 from gateway.session.history import History, title_untitled
 from gateway.session.keys import session_owner
@@ -127,8 +130,9 @@ class TurnExecutor:
     def __init__(self, cfg: Config, store: Store, sessions: SessionManager, delivery: Delivery, notifier: Notifier,
                  agents: AgentFactory, approvals: Any, adapters: Adapters, counters: Counters, *,
                  metrics: Metrics | None = None, compression: Compressor | None = None,
-                 usage: UsageLedger | None = None, streams: Any = None) -> None:
+                 usage: UsageLedger | None = None, streams: Any = None, media: Any = None) -> None:
         self.cfg = cfg
+        self.media = media  # gateway.media.hub.Media: images for the model, files out, voice notes
         self.streams = streams  # gateway.outbound.streaming.Streams: replies shown as they are written
         self.metrics = metrics or NULL_METRICS
         self.store = store
@@ -273,7 +277,7 @@ class TurnExecutor:
                                        owner=session_owner(source, self.cfg.sessions.per_user_in_groups),
                                        source=source)
 
-    def _call_agent(self, session: dict[str, Any], history: list[dict[str, Any]], content: str | None, turn: Turn,
+    def _call_agent(self, session: dict[str, Any], history: list[dict[str, Any]], content: Any, turn: Turn,
                     journal: TurnJournal, slot: TurnSlot, meter: UsageMeter, live: Any = NO_LIVE) -> Any:
         """Runs in a worker thread: the synchronous agent loop, told to stop through ``turn.interrupt``."""
         from agent_core.agent import TurnCallbacks
@@ -283,8 +287,16 @@ class TurnExecutor:
             turn.last_step = step
 
         source = turn.item.msg.source
+        extras: dict[str, Any] = {}
+        if self.media is not None:
+            extras["files_out"] = self.media.files_out(session["id"])
+            # The files the history names are read again here, off the loop: as images for a model that sees.
+            vision, budget = self.agents.sees_images(session), [MAX_IMAGES]
+            if content is not None:
+                content = self.media.content.for_model(content, vision, budget)
+            history = self.media.content.history_for_model(history, vision, budget)
         ctx = self.agents.tool_context(turn.key, turn.interrupt, self.approvals.hook_for(turn.key, source, turn.id),
-                                       source=source, turn_slot=slot)
+                                       source=source, turn_slot=slot, **extras)
         compact = None
         if self.compression is not None:
             compact = self.compression.for_turn(turn.key, session, journal, journal.loop, turn.interrupt, meter,
@@ -309,12 +321,23 @@ class TurnExecutor:
         text = result.text or "(no answer)"
         await journal.finish(result.messages, "replied", text)
         self.sessions.touch(item.key)
-        await self.deliver_reply(adapter, item, text, live)
+        # A resumed turn's earlier files are among its stored steps, not in this run's messages.
+        files = None if item.resume_turn else files_sent(result.messages)
+        await self.deliver_reply(adapter, item, text, live, files=files)
 
-    async def deliver_reply(self, adapter: PlatformAdapter, item: Accepted, text: str, live: Any = NO_LIVE) -> None:
+    async def _stored_files(self, item: Accepted) -> list[Attachment]:
+        """The files a turn's ``send_file`` calls queued, from its stored steps (a reply recovered or resumed)."""
+        if item.inbox_id is None:
+            return []
+        return files_sent(await self.store.messages.turn_messages(item.inbox_id))
+
+    async def deliver_reply(self, adapter: PlatformAdapter, item: Accepted, text: str, live: Any = NO_LIVE,
+                            files: list[Attachment] | None = None) -> None:
         msg = item.msg
+        if files is None:
+            files = await self._stored_files(item)
         out = OutboundMessage(text=text, reply_to=msg.platform_message_id, thread_id=msg.source.thread_id,
-                              reply_handle=msg.reply_handle)
+                              reply_handle=msg.reply_handle, attachments=files)
         # A streamed (or recovered) reply's outbox rows say which messages are out already: each is edited into
         # its chunk, the rest sent.
         resume = item.resume_reply is not None or item.recovered or live.opened
@@ -325,6 +348,25 @@ class TurnExecutor:
         # One per message: debug, not the default level's business (/metrics has the figures).
         log.debug("turn_delivered", chunks=len(report.message_ids), failed=report.failed, queued_ms=item.queued_ms,
                   total_ms=round(total * 1000, 2))
+        if self.media is not None and not report.failed:
+            await self._speak(adapter, item, text)
+
+    async def _speak(self, adapter: PlatformAdapter, item: Accepted, text: str) -> None:
+        """/voice on: the answer also as a voice note, after the text (its own outbox row: sent once)."""
+        session = self.sessions.peek(item.key)
+        if session is None or session.get("voice") != "on":
+            return
+        note = await self.media.voice_note(text, session["id"], item.inbox_id)
+        if note is None:
+            await self.notifier.notify(item.msg.source, "🔇 I could not make a voice note of this answer "
+                                                        "(the text above has it all).")
+            return
+        out = OutboundMessage(text="", thread_id=item.msg.source.thread_id, attachments=[note])
+        ref = f"voice:{item.inbox_id}" if item.inbox_id is not None else None
+        try:
+            await self.delivery.deliver(adapter, item.msg.source.chat_id, out, resume=True, ref=ref)
+        except Exception as exc:
+            log.warning("voice_note_not_delivered", error=f"{type(exc).__name__}: {exc}")
 
     async def _abandoned(self, adapter: PlatformAdapter, item: Accepted, journal: TurnJournal, reason: str,
                          last_step: str, live: Any = NO_LIVE) -> None:
@@ -374,6 +416,8 @@ class TurnExecutor:
         journal = TurnJournal(self.store, loop, session["id"], None, {"role": "user", "content": content})
         interrupt = threading.Event()
         slot = self.slots.slot(loop)
+        if self.media is not None:  # a job's answer can carry files (cron delivers them after its text)
+            extras = {**(extras or {}), "files_out": self.media.files_out(session["id"])}
         ctx = self.agents.tool_context(key, interrupt, self.approvals.hook_for(key, None),
                                        **{**(extras or {}), "cron": True, "turn_slot": slot})
         deadline = loop.time() + timeout
@@ -405,10 +449,8 @@ class TurnExecutor:
 
 
 def user_content(msg: InboundMessage) -> str:
-    if not msg.attachments:
-        return msg.text
-    files = "\n".join(f"- {path}" for path in msg.attachments)
-    return f"{msg.text}\n\n[Attached files, saved on this machine:]\n{files}"
+    """What the history stores of the user's message: its text and the paths of its files, never their bytes."""
+    return with_files(msg.text, list(msg.attachments))
 
 
 def duration(seconds: float) -> str:

@@ -25,9 +25,11 @@ import structlog
 from gateway.cluster.instance import Instance
 from gateway.config import GatewayConfig
 from gateway.kernel.metrics import Counters
-from gateway.platforms.base import Accepted, InboundMessage, PlatformAdapter
+from gateway.media.inbound import echo_line
+from gateway.platforms.base import Accepted, InboundMessage, PlatformAdapter, Prepared
 from gateway.ports import Lifecycle, Notifier
 from gateway.storage.store import Store
+from gateway.turns import albums
 
 log = structlog.get_logger("herald.lanes")
 
@@ -65,9 +67,14 @@ RunTurn = Callable[[Lane, Accepted], Awaitable[None]]
 
 class Lanes:
     def __init__(self, cfg: GatewayConfig, store: Store, notifier: Notifier, life: Lifecycle, instance: Instance,
-                 counters: Counters, run_turn: RunTurn, *, routed: bool = False) -> None:
-        """``run_turn``: the turn executor's ``run``; ``routed``: several instances share the database."""
+                 counters: Counters, run_turn: RunTurn, *, routed: bool = False, media: Any = None,
+                 echo: bool = False) -> None:
+        """``run_turn``: the turn executor's ``run``; ``routed``: several instances share the database;
+        ``media``: gateway.media.inbound.MediaInbound, which checks (and transcribes) a message's files before its
+        turn; ``echo``: a transcript is shown back in the chat."""
         self.cfg = cfg
+        self.media = media
+        self.echo = echo
         self.store = store
         self.notifier = notifier
         self.life = life
@@ -143,6 +150,8 @@ class Lanes:
             while lane.queue and not self.life.stopping:
                 item = lane.queue.popleft()
                 try:
+                    if (item.msg.pending or {}).get("album") and item.resume_reply is None and not item.resume_turn:
+                        await albums.gather(lane.queue, item, self.store, lambda: self.life.stopping)
                     if not await self._prepare(lane, item):
                         continue
                     if self.life.stopping:
@@ -160,22 +169,43 @@ class Lanes:
     async def _prepare(self, lane: Lane, item: Accepted) -> bool:
         """The adapter's work left for after the ack (``PlatformAdapter.prepare``); False: no turn for it."""
         msg = item.msg
-        if not msg.pending or lane.adapter is None or item.resume_reply is not None or item.resume_turn:
+        if item.resume_reply is not None or item.resume_turn:
             return True  # a resumed turn has its user message (and its files' paths) stored already
-        try:
-            prepared = await lane.adapter.prepare(msg)
-        except Exception:
-            log.exception("prepare_failed", session_key=lane.key)  # the turn runs with what there is
-            return True
-        if prepared.drop:
-            log.info("message_not_for_the_agent", session_key=lane.key, reason=prepared.drop)
-            await self.store.inbox.mark(item.inbox_id, "cancelled", error=prepared.drop, expected="pending")
-            return False
-        if prepared.problems:
-            missed = "; ".join(prepared.problems)
-            await self.notifier.notify(msg.source, f"⚠️ I could not download what you sent ({missed}). "
-                                                   "I'll answer with what I have.")
+        if msg.pending and lane.adapter is not None:
+            try:
+                prepared = await lane.adapter.prepare(msg)
+            except Exception:
+                log.exception("prepare_failed", session_key=lane.key)  # the turn runs with what there is
+                prepared = Prepared()
+            if prepared.drop:
+                log.info("message_not_for_the_agent", session_key=lane.key, reason=prepared.drop)
+                await self.store.inbox.mark(item.inbox_id, "cancelled", error=prepared.drop, expected="pending")
+                return False
+            if prepared.problems:
+                missed = "; ".join(prepared.problems)
+                await self.notifier.notify(msg.source, f"⚠️ I could not download what you sent ({missed}). "
+                                                       "I'll answer with what I have.")
+        if self.media is not None and msg.attachments:
+            await self._check_media(lane, item)
         return True
+
+    async def _check_media(self, lane: Lane, item: Accepted) -> None:
+        """The files are what they claim (else refused, in one line); voice notes transcribed, failures told."""
+        msg = item.msg
+        try:
+            checked = await self.media.check(msg)
+        except Exception:
+            log.exception("media_check_failed", session_key=lane.key)
+            return
+        if checked.problems:
+            refused = "; ".join(checked.problems)
+            await self.notifier.notify(msg.source, f"⚠️ I did not take what you sent ({refused}).")
+        if checked.failed_transcriptions:
+            failed = "; ".join(checked.failed_transcriptions)
+            await self.notifier.notify(msg.source, f"🎤 I could not transcribe {failed}; I'll answer with the "
+                                                   "audio file as it is.")
+        if checked.transcripts and self.echo:
+            await self.notifier.notify(msg.source, echo_line(checked.transcripts))
 
     # ---- what commands see (gateway.ports.TurnControl) -----------------------------------------------
 

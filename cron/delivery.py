@@ -20,6 +20,7 @@ from cron.jobs import Target, parse_targets, split_chat
 from cron.store import CronStore, owns_delivery
 from gateway.cluster.instance import process_gone, process_start
 from gateway.kernel.logs import redact
+from gateway.media.hub import attachments_in
 from gateway.platforms.base import OutboundMessage, Source
 from gateway.storage.inbox import NotExpected
 
@@ -105,6 +106,7 @@ async def deliver_run(host: CronHost, store: CronStore, job: dict[str, Any], run
         body = f"{header(job, status)}\n\n{text}".rstrip()
         targets = parse_targets(job["deliver"])
         first = 1
+    body, files = attachments_in(body)  # a job's answer can carry files (their paths are stored with it)
     targets = [t for t in targets if t.kind != "local"]
     if not targets:
         await store.update_run(run_id, delivery_status="local", delivery_lease_until=None)
@@ -127,8 +129,9 @@ async def deliver_run(host: CronHost, store: CronStore, job: dict[str, Any], run
                 if connected_elsewhere(host, adapter):
                     elsewhere.append(target)
                     continue
-                report = await host.delivery.deliver(adapter, chat_id, OutboundMessage(body, thread_id=thread_id),
-                                                     resume=True, ref=f"cron:{run_id}:{target}", guard=guard)
+                out = OutboundMessage(body, thread_id=thread_id, attachments=files)
+                report = await host.delivery.deliver(adapter, chat_id, out, resume=True, ref=f"cron:{run_id}:{target}",
+                                                     guard=guard)
                 if report.failed:
                     errors[target] = report.error or "delivery failed"
             except NotExpected:

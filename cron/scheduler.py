@@ -39,8 +39,10 @@ from cron.delivery import LEASE_SECONDS, deliver_run, deliverable_here, header, 
 from cron.jobs import schedule_of, script_problem
 from cron.store import Claim, CronStore, op_claim, op_claim_request, op_fail_stale_runs
 from cron.tool_api import CronToolAPI
+from gateway.kernel.attached import with_files
 from gateway.kernel.logs import redact
 from gateway.kernel.shown import exact_hash
+from gateway.media.outgoing import files_sent
 from tools.dangerous import classify
 from tools.sandbox import SandboxUnavailable, run_sandboxed
 
@@ -307,7 +309,8 @@ class CronScheduler:
             raise RunFailed(f"the agent's turn ended with {result.status}"
                             + (f" ({result.error_kind})" if getattr(result, "error_kind", None) else ""),
                             result.text)
-        return result.text or ""
+        # The files the agent sent ride with the result as a block of paths: stored with it, delivered after it.
+        return with_files(result.text or "", [f.path for f in files_sent(result.messages)])
 
     async def _script(self, job: dict[str, Any], limit: float) -> str:
         refused = await self._unvouched(job)

@@ -269,7 +269,8 @@ class GatewayRunner:
         if self.cfg.sessions.retention_days:
             from gateway.storage.retention import Retention
 
-            self.spawn(Retention(self.store, self.cfg.sessions.retention_days).run(), name="retention")
+            media = (self.media.inbound_dir, self.paths.media_dir)
+            self.spawn(Retention(self.store, self.cfg.sessions.retention_days, media=media).run(), name="retention")
         if self.cfg.cron.enabled:
             from cron.scheduler import CronScheduler
 

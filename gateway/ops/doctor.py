@@ -96,7 +96,33 @@ class Doctor:
             problems = preflight.logs_problems(self.cfg, self.paths)
         if problems:
             return [Check(p.key, "fail", p.message) for p in problems]
-        return [self._permissions(), self._disk()]
+        return [self._permissions(), self._disk(), self._media()]
+
+    def _media(self) -> Check:
+        """How much the media folders hold: what people sent (the workspace's attachments when sandboxed) and
+        the daemon's own copies (what the agent sent, voice notes, the web chat's files)."""
+        from gateway.turns import sandboxing
+
+        folders = [self.paths.media_dir]
+        try:
+            folders.append(sandboxing.workspace(self.cfg, self.paths) / "attachments")
+        except ConfigError:
+            pass
+        total, count = 0, 0
+        for folder in dict.fromkeys(folders):
+            for root, _dirs, files in os.walk(folder):
+                for name in files:
+                    try:
+                        total += os.lstat(os.path.join(root, name)).st_size
+                        count += 1
+                    except OSError:
+                        pass
+        where = ", ".join(str(f) for f in dict.fromkeys(folders))
+        text = f"{total / 1024**2:.1f} MB in {count} file{'s' if count != 1 else ''} ({where})"
+        if total > DISK_WARN_BYTES and not self.cfg.sessions.retention_days:
+            return Check("media", "warn", text, "set sessions.retention_days: retention deletes the media of "
+                                                "the sessions it deletes")
+        return Check("media", "ok", text)
 
     def _permissions(self) -> Check:
         from gateway.platforms import home_files

@@ -1,5 +1,8 @@
 """``sessions.retention_days``: the messages, inbox and outbox rows of sessions idle longer than that, the
-web chat's log of chats idle that long, and token usage older than that are deleted while the daemon runs.
+web chat's log of chats idle that long, and token usage older than that are deleted while the daemon runs —
+and the media of those sessions: the files their user messages name (gateway/kernel/attached.py), the copies
+of what the agent sent and the voice notes made for them (named after the session), and the web chat's
+copies older than the cutoff. Only files inside the media folders are ever deleted.
 
 Deletion goes in small batches (``Retention.prune_idle``: a few hundred rows per transaction, run off the loop
 by the store's writer) with a pause between them, so a first pass over years of history never holds the writer
@@ -10,13 +13,17 @@ themselves stay (a key, timestamps, the system prompt), so lineage and "idle sin
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import structlog
 from sqlalchemy import and_, select
 from sqlalchemy.engine import Connection
 
+from gateway.kernel.attached import split_files
 from gateway.storage.store import Store
 from gateway.storage.tables import chat_log, inbox, messages, outbox, sessions, usage
 
@@ -27,7 +34,10 @@ DAY = 86_400.0
 
 class Retention:
     def __init__(self, store: Store, days: float, *, batch: int = 500, pause: float = 0.05,
-                 period: float = 3600.0, first_after: float = 30.0, clock: Callable[[], float] = time.time) -> None:
+                 period: float = 3600.0, first_after: float = 30.0, clock: Callable[[], float] = time.time,
+                 media: Iterable[Path] = ()) -> None:
+        """``media``: the media folders (what people sent; the daemon's own, with ``out/`` and ``web/``)."""
+        self.media = [Path(os.path.realpath(m)) for m in media]
         self.store = store
         self.days = days
         self.batch = batch
@@ -39,13 +49,15 @@ class Retention:
     async def prune(self) -> dict[str, int]:
         """One pass until nothing older is left; the totals deleted (and how many batches it took)."""
         cutoff = self.clock() - self.days * DAY
-        total = {"messages": 0, "inbox": 0, "outbox": 0, "chat_log": 0, "usage": 0, "batches": 0}
+        total = {"messages": 0, "inbox": 0, "outbox": 0, "chat_log": 0, "usage": 0, "media": 0, "batches": 0}
         while True:
             counts = await self.prune_idle(cutoff)
             total["batches"] += 1
             for key, n in counts.items():
                 total[key] += n
             if all(counts[key] < self.batch for key in ("messages", "inbox", "chat_log", "usage")):
+                if self.media:
+                    total["media"] += await asyncio.to_thread(_old_web_copies, self.media, cutoff)
                 return total
             await asyncio.sleep(self.pause)
 
@@ -55,9 +67,10 @@ class Retention:
         then, up to ``batch`` chat-log rows of chats idle since then and usage rows older than it. Returns what
         it deleted; zeros when there is nothing left."""
         batch = self.batch
-        counts, pruned = await self.store.run_write(lambda conn: _delete_idle(conn, cutoff, batch))
+        counts, pruned, files = await self.store.run_write(lambda conn: _delete_idle(conn, cutoff, batch))
         for session_id in pruned:  # the history cache must not serve what the database no longer has
             self.store.messages.forget_cached(session_id)
+        counts["media"] = await asyncio.to_thread(_delete_media, self.media, files, pruned) if self.media else 0
         return counts
 
     async def run(self) -> None:
@@ -75,11 +88,14 @@ class Retention:
 _FINISHED = ("done", "failed", "cancelled", "rejected", "denied")
 
 
-def _delete_idle(conn: Connection, cutoff: float, batch: int) -> tuple[dict[str, int], set[str]]:
-    """``Retention.prune_idle``'s transaction: what it deleted, and the sessions it deleted messages of."""
+def _delete_idle(conn: Connection, cutoff: float, batch: int) -> tuple[dict[str, int], set[str], list[str]]:
+    """``Retention.prune_idle``'s transaction: what it deleted, the sessions it deleted messages of, and the
+    files their user messages named."""
     idle = select(sessions.c.id).where(sessions.c.updated_at < cutoff)
-    rows = conn.execute(select(messages.c.id, messages.c.session_id)
+    rows = conn.execute(select(messages.c.id, messages.c.session_id, messages.c.role, messages.c.content)
                         .where(messages.c.session_id.in_(idle)).limit(batch)).all()
+    files = [path for r in rows if r.role == "user" and isinstance(r.content, str)
+             for path in split_files(r.content)[1]]
     if rows:
         conn.execute(messages.delete().where(messages.c.id.in_([r.id for r in rows])))
     active_keys = select(sessions.c.key).where(sessions.c.updated_at >= cutoff)
@@ -108,4 +124,44 @@ def _delete_idle(conn: Connection, cutoff: float, batch: int) -> tuple[dict[str,
         conn.execute(usage.delete().where(usage.c.id.in_(usage_ids)))
     counts = {"messages": len(rows), "inbox": len(inbox_ids), "outbox": int(sent or 0),
               "chat_log": len(log_ids), "usage": len(usage_ids)}
-    return counts, {r.session_id for r in rows}
+    return counts, {r.session_id for r in rows}, files
+
+
+def _inside(path: str, roots: list[Path]) -> bool:
+    real = os.path.realpath(path)
+    return any(real.startswith(str(root) + os.sep) for root in roots)
+
+
+def _delete_media(roots: list[Path], files: list[str], sessions_pruned: set[str]) -> int:
+    """The files a deleted session's messages named, and the daemon's files made for it: how many went."""
+    gone = 0
+    targets = [f for f in files if _inside(f, roots)]
+    for root in roots:
+        out = root / "out"
+        if out.is_dir():
+            targets += [str(p) for sid in sessions_pruned for pattern in (f"out-{sid}-*", f"voice-{sid}-*")
+                        for p in out.glob(pattern)]
+    for path in dict.fromkeys(targets):
+        try:
+            os.unlink(path)
+            gone += 1
+        except OSError:
+            pass
+    return gone
+
+
+def _old_web_copies(roots: list[Path], cutoff: float) -> int:
+    """The web chat's copies of files the agent sent, older than the cutoff (their chat's log goes too)."""
+    gone = 0
+    for root in roots:
+        web = root / "web"
+        if not web.is_dir():
+            continue
+        for folder in web.iterdir():
+            try:
+                if folder.is_dir() and folder.stat().st_mtime < cutoff:
+                    shutil.rmtree(folder)
+                    gone += 1
+            except OSError:
+                pass
+    return gone

@@ -28,6 +28,7 @@ import structlog
 from gateway.kernel.configbase import secret
 from gateway.platforms.base import (
     AdapterContext,
+    Attachment,
     ButtonPress,
     Capabilities,
     CredentialRejected,
@@ -42,9 +43,10 @@ from gateway.platforms.base import (
 )
 from gateway.platforms.discord.backfill import ChannelLog, Outcome
 from gateway.platforms.discord.config import DiscordConfig
+from gateway.platforms.discord.files import DiscordFiles
 from gateway.platforms.discord.inbound import DiscordInbound
 from gateway.platforms.discord.interactions import Interactions
-from gateway.platforms.discord.outbound import DIALECT, MAX_CHARS, DiscordOutbound
+from gateway.platforms.discord.outbound import ALLOWED_MENTIONS, DIALECT, MAX_CHARS, DiscordOutbound, render
 from gateway.platforms.discord.transport import client_options, point_at
 
 log = structlog.get_logger("herald.discord")
@@ -102,6 +104,7 @@ class DiscordAdapter(PlatformAdapter):
         self.interactions = Interactions()
         self.inbound = DiscordInbound(self.name, self.cfg, self.gateway, ctx.media_dir, lambda: self.client)
         self.outbound = DiscordOutbound(lambda: self.client, self.interactions)
+        self.files = DiscordFiles(lambda: self.client, render, ALLOWED_MENTIONS)
         self.channels = ChannelLog(self.name, ctx.cursors, self.cfg.backfill_max_age, self._process,
                                    lambda: self.client)
         self._runner: asyncio.Task[None] | None = None
@@ -309,6 +312,13 @@ class DiscordAdapter(PlatformAdapter):
             log.info("discord_press_answer_failed", error=f"{type(exc).__name__}: {exc}")
             return False
         return True
+
+    async def send_file(self, chat_id: str, attachment: Attachment, message: OutboundMessage,
+                        idempotency_key: str | None = None) -> list[str]:
+        return await self.files.send(chat_id, attachment, message, idempotency_key)
+
+    async def file_limit(self, chat_id: str) -> int:
+        return await self.files.limit(chat_id)
 
     async def download(self, msg: InboundMessage, ref: dict[str, Any], index: int) -> str:
         """An attachment from Discord's CDN, capped while it streams (the declared size may be wrong)."""

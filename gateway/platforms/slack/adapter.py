@@ -28,6 +28,7 @@ from gateway.kernel.configbase import secret
 from gateway.kernel.untrusted import bad_request, parse_object
 from gateway.platforms.base import (
     AdapterContext,
+    Attachment,
     ButtonPress,
     Capabilities,
     CredentialRejected,
@@ -36,6 +37,7 @@ from gateway.platforms.base import (
     PlatformAdapter,
     Prepared,
 )
+from gateway.platforms.slack.files import UPLOAD_LIMIT, SlackFiles
 from gateway.platforms.slack.inbound import LOOKUP_BUDGET, Deadline, SlackInbound
 from gateway.platforms.slack.mrkdwn import MRKDWN
 from gateway.platforms.slack.outbound import MAX_TEXT, SlackOutbound
@@ -75,6 +77,7 @@ class SlackAdapter(PlatformAdapter):
         self.inbound = SlackInbound(self.name, self.cfg, self.gateway, ctx.media_dir, lambda: self._client,
                                     lambda: self._session, file_hosts(self.cfg.api_base_url))
         self.outbound = SlackOutbound(lambda: self._client, self._webhook, self.inbound.joined)
+        self.files = SlackFiles(lambda: self._client, lambda: self._session, self.outbound.render)
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
@@ -310,6 +313,13 @@ class SlackAdapter(PlatformAdapter):
                 msg.pending = None
                 return Prepared(drop="a thread follow-up without a mention, in a thread the bot is not in")
         return await super().prepare(msg)
+
+    async def send_file(self, chat_id: str, attachment: Attachment, message: OutboundMessage,
+                        idempotency_key: str | None = None) -> list[str]:
+        return await self.files.send(chat_id, attachment, message)
+
+    async def file_limit(self, chat_id: str) -> int:
+        return UPLOAD_LIMIT
 
     async def download(self, msg: InboundMessage, ref: dict[str, Any], index: int) -> str:
         ts = msg.platform_message_id.rpartition("/")[2]

@@ -26,6 +26,7 @@ from aiohttp import web
 from gateway.kernel.configbase import secret
 from gateway.platforms.base import (
     AdapterContext,
+    Attachment,
     ButtonPress,
     Capabilities,
     CredentialRejected,
@@ -37,6 +38,7 @@ from gateway.platforms.base import (
     TooBig,
     Unavailable,
 )
+from gateway.platforms.telegram.files import ALBUM_MAX, UPLOAD_LIMIT, TelegramFiles
 from gateway.platforms.telegram.inbound import TelegramInbound
 from gateway.platforms.telegram.outbound import MAX_UTF16, TelegramOutbound
 from gateway.platforms.telegram.transport import file_base_url, make_request, retry_seconds
@@ -65,7 +67,7 @@ CONFLICT_REASON = ("Telegram answered 409 Conflict: another program is reading t
 class TelegramAdapter(PlatformAdapter):
     name = "telegram"
     capabilities = Capabilities(max_message_length=MAX_UTF16, buttons=True, edits=True,
-                                threads=True, typing=True, min_edit_interval=1.0)
+                                threads=True, typing=True, min_edit_interval=1.0, album=ALBUM_MAX)
     prompt_hint = ("You are talking on Telegram. Your Markdown is shown formatted (bold, italic, code, code "
                    "blocks, links, quotes); tables show as plain text, so prefer lists.")
 
@@ -76,6 +78,7 @@ class TelegramAdapter(PlatformAdapter):
         self.username: str = ""
         self.inbound = TelegramInbound(self.name, self.cfg, self.gateway, ctx.media_dir, lambda: self.bot)
         self.outbound = TelegramOutbound(lambda: self.bot)
+        self.files = TelegramFiles(lambda: self.bot, self.outbound.convert)
         self._offset: int | None = None
         self._confirmed: int | None = None
         self._poller: asyncio.Task[None] | None = None
@@ -419,6 +422,19 @@ class TelegramAdapter(PlatformAdapter):
         done = await self._process([update])
         # Non-2xx makes Telegram redeliver: only answer OK once the update is in the inbox.
         return web.json_response({"ok": done == 1}, status=200 if done == 1 else 503)
+
+    # ---- files out -------------------------------------------------------------------------------
+
+    async def send_file(self, chat_id: str, attachment: Attachment, message: OutboundMessage,
+                        idempotency_key: str | None = None) -> list[str]:
+        return await self.files.send(chat_id, attachment, message)
+
+    async def send_album(self, chat_id: str, attachments: list[Attachment], message: OutboundMessage,
+                         idempotency_key: str | None = None) -> list[str]:
+        return await self.files.send_album(chat_id, attachments, message)
+
+    async def file_limit(self, chat_id: str) -> int:
+        return UPLOAD_LIMIT
 
     # ---- after the offset, before the turn -----------------------------------------------------
 

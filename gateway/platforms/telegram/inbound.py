@@ -5,7 +5,8 @@ DMs, groups (when the bot is mentioned, replied to, or addressed with ``/cmd@Thi
 ``InboundMessage.command`` by syntax; whether ``name`` is a command is the gateway's call (an unknown name is
 prose for the model). Photos, documents, voice notes, audio and video are listed in ``pending`` and
 downloaded to the media folder after the update is confirmed, before the turn (the adapter's ``download``),
-so only for people the gateway accepted; a stranger's never are.
+so only for people the gateway accepted; a stranger's never are. The messages of an album (a media group)
+carry its id in ``pending["album"]``: the lane makes them one turn.
 """
 
 from __future__ import annotations
@@ -82,9 +83,12 @@ class TelegramInbound:
         reply_to = None
         if msg.reply_to_message is not None and not msg.reply_to_message.forum_topic_created:
             reply_to = f"{chat.id}/{msg.reply_to_message.message_id}"
+        pending: dict[str, Any] | None = {"files": [media]} if media is not None else None
+        if pending is not None and msg.media_group_id:
+            # One of an album's messages: the lane gathers the others into the same turn.
+            pending["album"] = f"{chat.id}/{msg.media_group_id}"
         return InboundMessage(source=source, text=text, platform_message_id=f"{chat.id}/{msg.message_id}",
-                              reply_to=reply_to, received_at=time.time(), command=command,
-                              pending={"files": [media]} if media is not None else None)
+                              reply_to=reply_to, received_at=time.time(), command=command, pending=pending)
 
     def _addressed(self, msg: Message) -> bool:
         """In a group: mentions the bot, replies to it, or is a command (``/cmd`` or ``/cmd@ThisBot``)."""

@@ -27,6 +27,7 @@ from gateway.kernel.logs import add_secret
 from gateway.kernel.untrusted import read_object
 from gateway.platforms.base import (
     AdapterContext,
+    Attachment,
     Button,
     ButtonPress,
     Capabilities,
@@ -38,6 +39,7 @@ from gateway.platforms.base import (
     parse_text_command,
 )
 from gateway.platforms.web import PAGE, TOKEN_FILE
+from gateway.platforms.web.files import WebFiles
 from gateway.platforms.web.markdown import to_html
 from gateway.platforms.web.markdown import warm as warm_markdown
 
@@ -110,6 +112,7 @@ class WebAdapter(PlatformAdapter):
         super().__init__(ctx)
         self.token = web_token(ctx.config, ctx.home)
         self.log = ctx.chat_log
+        self.files = WebFiles(ctx.media_dir, ctx.home / "media" / "web")
         add_secret(self.token)  # masked in every log line and stored error from here on
         self._subscribers: dict[str, set[asyncio.Queue[str]]] = {}
         # Several instances behind one address: a client's event stream may be held by another instance than
@@ -147,6 +150,16 @@ class WebAdapter(PlatformAdapter):
         if await self.log.add(self.name, chat_id, message_id, "assistant", text, buttons):
             self._publish(chat_id, "message", _message(message_id, "assistant", text, buttons), ref=message_id)
         return [message_id]
+
+    async def send_file(self, chat_id: str, attachment: Attachment, message: OutboundMessage,
+                        idempotency_key: str | None = None) -> list[str]:
+        url, file_id = await self.files.keep(attachment, idempotency_key)
+        size = (await asyncio.to_thread(os.stat, attachment.path)).st_size
+        text = self.files.text(attachment, url, size)
+        return await self.send(chat_id, text, message, idempotency_key=f"file-{file_id}")
+
+    async def file_limit(self, chat_id: str) -> int:
+        return 1024 * 1024 * 1024  # the page downloads from this machine: no platform limit in between
 
     async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None = None,
                    *, thread_id: str | None = None) -> None:
@@ -237,6 +250,8 @@ class WebAdapter(PlatformAdapter):
             web.get("/api/v1/chats/{chat_id}/messages", self._get_messages),
             web.post("/api/v1/chats/{chat_id}/buttons/{button_id}", self._press_button),
             web.get("/api/v1/chats/{chat_id}/events", self._events),
+            web.post("/api/v1/uploads", self.files.upload),
+            web.get("/api/v1/files/{file_id}/{name}", self.files.serve),
         ]
 
     async def _page(self, request: web.Request) -> web.Response:
@@ -257,10 +272,12 @@ class WebAdapter(PlatformAdapter):
         body = await self._json(request)
         chat_id = _valid_id(body.get("chat_id"), "chat_id")
         user_id = _valid_id(body.get("user_id"), "user_id")
-        text = body.get("text")
-        if not isinstance(text, str) or not text.strip() or len(text) > MAX_TEXT:
+        text = body.get("text", "")
+        files = self.files.paths(body.get("files"))  # uploads (POST /api/v1/uploads) this message carries
+        if not isinstance(text, str) or not (text.strip() or files) or len(text) > MAX_TEXT:
             raise web.HTTPBadRequest(text=json.dumps({"error": f"text must be a non-empty string of at most {MAX_TEXT} "
-                                                               "characters"}), content_type="application/json")
+                                                               "characters (or files given)"}),
+                                     content_type="application/json")
         supplied = body.get("message_id")
         message_id = _valid_id(supplied, "message_id") if supplied is not None else uuid.uuid4().hex
         # Client ids are only unique within a chat; both are encoded, so no two (chat, id) pairs collide.
@@ -269,16 +286,17 @@ class WebAdapter(PlatformAdapter):
         msg = InboundMessage(
             source=Source(platform=self.name, chat_id=chat_id, user_id=user_id, chat_type="dm"),
             text=text, platform_message_id=platform_id, received_at=time.time(),
-            command=parsed[0] if parsed else None,
+            command=parsed[0] if parsed and not files else None, attachments=files,
         )
+        shown = "\n".join([text, *(f"📎 {os.path.basename(p).split('-', 2)[-1]}" for p in files)]).strip()
         public_id = f"u-{platform_id}"
         if self.gateway.stopping:
             raise web.HTTPServiceUnavailable(text='{"error": "shutting down"}', content_type="application/json")
         # The question is in the chat log before anything can answer it, so it always shows first.
         # Neither write waits for a database that is down: the caller gets a 503 (gateway/ops/http.py) and sends
         # again, rather than a request hanging with nobody knowing whether the message was taken.
-        if await self.log.add(self.name, chat_id, public_id, "user", text, None, user_id, wait=False):
-            self._publish(chat_id, "message", _message(public_id, "user", text, None), ref=public_id)
+        if await self.log.add(self.name, chat_id, public_id, "user", shown, None, user_id, wait=False):
+            self._publish(chat_id, "message", _message(public_id, "user", shown, None), ref=public_id)
         try:
             accepted = await self.accept(msg)
         except ShuttingDown:

@@ -48,7 +48,7 @@ class MediaInbound:
         notes: list[str] = []
         heard: list[str] = []
         for path in msg.attachments:
-            name = os.path.basename(path)
+            name = msg.names.get(path) or os.path.basename(path)
             lower = name.lower()
             try:
                 found = await asyncio.to_thread(sniff_file, path)

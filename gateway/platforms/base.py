@@ -131,6 +131,8 @@ class InboundMessage:
     # with (``PlatformAdapter.download`` fetches one ref), anything else the adapter's own ``prepare`` reads.
     # The gateway calls ``adapter.prepare(msg)`` before the message's turn; it fills ``attachments``.
     pending: dict[str, Any] | None = None
+    # What the sender called each attachment (path -> name), for what the gateway tells them about it.
+    names: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -144,6 +146,8 @@ class InboundMessage:
             d["reply_handle"] = self.reply_handle
         if self.pending:
             d["pending"] = self.pending
+        if self.names:
+            d["names"] = self.names
         return d
 
     @classmethod
@@ -155,7 +159,7 @@ class InboundMessage:
             received_at=d.get("received_at", 0.0),
             command=CommandCall(command["name"], command.get("args", ""), command.get("native", False))
             if command else None,
-            reply_handle=d.get("reply_handle"), pending=d.get("pending"),
+            reply_handle=d.get("reply_handle"), pending=d.get("pending"), names=dict(d.get("names") or {}),
         )
 
 
@@ -584,7 +588,9 @@ class PlatformAdapter(abc.ABC):
         for index, ref in enumerate(files):
             name = str(ref.get("name") or "file")
             try:
-                msg.attachments.append(await self.download(msg, ref, index))
+                path = await self.download(msg, ref, index)
+                msg.attachments.append(path)
+                msg.names[path] = name
             except FileUnavailable as exc:
                 reason = str(exc)
             except TimeoutError:

@@ -1,8 +1,8 @@
 """``sessions.retention_days``: the messages, inbox and outbox rows of sessions idle longer than that, the
 web chat's log of chats idle that long, and token usage older than that are deleted while the daemon runs —
 and the media of those sessions: the files their user messages name (gateway/kernel/attached.py), the copies
-of what the agent sent and the voice notes made for them (named after the session), and the web chat's
-copies older than the cutoff. Only files inside the media folders are ever deleted.
+of what the agent sent and the voice notes made for them (named after the session), and the copies a platform
+serves to its page (``served/``) older than the cutoff. Only files inside the media folders are ever deleted.
 
 Deletion goes in small batches (``Retention.prune_idle``: a few hundred rows per transaction, run off the loop
 by the store's writer) with a pause between them, so a first pass over years of history never holds the writer
@@ -36,7 +36,7 @@ class Retention:
     def __init__(self, store: Store, days: float, *, batch: int = 500, pause: float = 0.05,
                  period: float = 3600.0, first_after: float = 30.0, clock: Callable[[], float] = time.time,
                  media: Iterable[Path] = ()) -> None:
-        """``media``: the media folders (what people sent; the daemon's own, with ``out/`` and ``web/``)."""
+        """``media``: the media folders (what people sent; the daemon's own, with ``out/`` and ``served/``)."""
         self.media = [Path(os.path.realpath(m)) for m in media]
         self.store = store
         self.days = days
@@ -57,7 +57,7 @@ class Retention:
                 total[key] += n
             if all(counts[key] < self.batch for key in ("messages", "inbox", "chat_log", "usage")):
                 if self.media:
-                    total["media"] += await asyncio.to_thread(_old_web_copies, self.media, cutoff)
+                    total["media"] += await asyncio.to_thread(_old_served_copies, self.media, cutoff)
                 return total
             await asyncio.sleep(self.pause)
 
@@ -150,14 +150,15 @@ def _delete_media(roots: list[Path], files: list[str], sessions_pruned: set[str]
     return gone
 
 
-def _old_web_copies(roots: list[Path], cutoff: float) -> int:
-    """The web chat's copies of files the agent sent, older than the cutoff (their chat's log goes too)."""
+def _old_served_copies(roots: list[Path], cutoff: float) -> int:
+    """The copies of files the agent sent that a platform serves itself, older than the cutoff (the chat logs
+    that link to them go too)."""
     gone = 0
     for root in roots:
-        web = root / "web"
-        if not web.is_dir():
+        served = root / "served"
+        if not served.is_dir():
             continue
-        for folder in web.iterdir():
+        for folder in served.iterdir():
             try:
                 if folder.is_dir() and folder.stat().st_mtime < cutoff:
                     shutil.rmtree(folder)

@@ -37,6 +37,7 @@ from typing import Any
 from aiohttp import web
 
 from tests.fakes.base import PlatformFake
+from tests.fakes.discord_files import FILES, DiscordFiles, attachments_of, read_body
 from tests.fakes.discord_gateway import APP_ID, BOT_ID, GUILD, FakeGateway, Session
 from tests.fakes.loop_thread import ServedInThread
 
@@ -80,6 +81,7 @@ class Sent:
     monotonic: float = 0.0
     edits: int = 0
     nonce: str | None = None
+    files: list[tuple[str, bytes]] = field(default_factory=list)  # uploaded with it: (file name, bytes)
 
     @property
     def buttons(self) -> list[dict[str, Any]]:
@@ -114,7 +116,7 @@ class Fault:
     retry_after: float = 1.0
 
 
-class FakeDiscord(PlatformFake[Sent], FakeGateway):
+class FakeDiscord(DiscordFiles, PlatformFake[Sent], FakeGateway):
     client_max_size = 64 * 1024**2
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, heartbeat_ms: int = 41_250) -> None:
@@ -144,6 +146,7 @@ class FakeDiscord(PlatformFake[Sent], FakeGateway):
         self.delays: list[tuple[str, str, float]] = []  # (method, path part, seconds): slow REST answers
         self.refusing_until = 0.0
         self.on_send: Callable[[Sent], None] | None = None  # called with every message the bot makes
+        self._files_init()
         self._add_guild()
 
     # ---- lifecycle -------------------------------------------------------------------------------
@@ -230,7 +233,8 @@ class FakeDiscord(PlatformFake[Sent], FakeGateway):
             "emojis": [], "stickers": [], "features": [], "member_count": 3, "large": False, "unavailable": False,
             "joined_at": iso(time.time()), "channels": [c for c in channels if c["type"] != 11],
             "threads": [c for c in channels if c["type"] == 11], "presences": [], "voice_states": [],
-            "members": [self.member(BOT_ID)], "premium_tier": 0, "mfa_level": 0, "verification_level": 0,
+            "members": [self.member(BOT_ID)], "premium_tier": self.premium_tier, "mfa_level": 0,
+            "verification_level": 0,
             "explicit_content_filter": 0, "default_message_notifications": 0, "system_channel_flags": 0,
             "preferred_locale": "en-US", "nsfw_level": 0, "stage_instances": [], "guild_scheduled_events": [],
         }
@@ -387,7 +391,7 @@ class FakeDiscord(PlatformFake[Sent], FakeGateway):
         fault = self._fault(method, path)
         if fault is not None:
             return fault
-        body = await request.json() if request.can_read_body else {}
+        body = await read_body(request) if request.can_read_body else {}
         for pattern, handler in self._routes:
             match = re.fullmatch(pattern, f"{method} {path}")
             if match:
@@ -419,7 +423,7 @@ class FakeDiscord(PlatformFake[Sent], FakeGateway):
         content = body.get("content") or ""
         if len(content) > 2000:  # Discord counts characters
             return self.error(400, 50035, "Invalid Form Body: content: Must be 2000 or fewer in length.")
-        if not content.strip() and not body.get("components"):
+        if not content.strip() and not body.get("components") and not body.get(FILES):
             return self.error(400, 50006, "Cannot send an empty message")
         rows = body.get("components") or []
         if len(rows) > 5:
@@ -438,7 +442,7 @@ class FakeDiscord(PlatformFake[Sent], FakeGateway):
         ref = (body.get("message_reference") or {}).get("message_id")
         sent = Sent(0, channel_id, body.get("content") or "", body.get("components") or [],
                     int(ref) if ref else None, int(body.get("flags") or 0), interaction, time.monotonic(),
-                    nonce=body.get("nonce"))
+                    nonce=body.get("nonce"), files=list(body.get(FILES) or []))
         if not sent.ephemeral:
             msg = self._message(channel_id, self.users[BOT_ID], sent.content, reply_to=sent.reply_to,
                                 flags=sent.flags, components=sent.components)
@@ -463,6 +467,7 @@ class FakeDiscord(PlatformFake[Sent], FakeGateway):
             out["guild_id"] = channel["guild_id"]
         if sent.nonce:
             out["nonce"] = sent.nonce
+        out["attachments"] = attachments_of(sent)
         return out
 
     async def _post_message(self, _r: web.Request, body: Any, channel: str) -> web.Response:
@@ -478,7 +483,10 @@ class FakeDiscord(PlatformFake[Sent], FakeGateway):
             for sent in self.sent:
                 if sent.channel_id == channel_id and sent.nonce == body["nonce"]:
                     return _json(self._message_payload(sent))  # the one it made before
-        return _json(self._message_payload(self._record(channel_id, body)))
+        made = self._record(channel_id, body)
+        if made.files:
+            await self.uploaded()
+        return _json(self._message_payload(made))
 
     async def _edit_message(self, _r: web.Request, body: Any, channel: str, message: str) -> web.Response:
         sent = self.by_id.get(int(message))
@@ -587,6 +595,7 @@ class FakeDiscord(PlatformFake[Sent], FakeGateway):
         (r"GET channels/(\d+)", _get_channel),
         (r"GET channels/(\d+)/messages", _history),
         (r"GET guilds/(\d+)/members/(\d+)", _get_member),
+        (r"GET guilds/(\d+)", DiscordFiles._get_guild),
         (r"POST interactions/(\d+)/([^/]+)/callback", _callback),
         (r"PATCH webhooks/(\d+)/([^/]+)/messages/@original", _edit_original),
         (r"POST webhooks/(\d+)/([^/]+)", _followup),

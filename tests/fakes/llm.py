@@ -31,6 +31,7 @@ from typing import Any
 from aiohttp import web
 
 from tests.fakes.base import HttpFake
+from tests.fakes.llm_audio import AudioEndpoints
 from tests.fakes.loop_thread import ServedInThread
 
 # ---------------------------------------------------------------------------------------------- steps
@@ -214,7 +215,7 @@ def directive_responder(request: dict[str, Any]) -> Step:
 # ---------------------------------------------------------------------------------------------- server
 
 
-class FakeLLM(HttpFake):
+class FakeLLM(AudioEndpoints, HttpFake):
     client_max_size = 64 * 1024 * 1024
     # A client that gives up on a Hang must not keep a handler sleeping; stop() stays quick with hung requests.
     runner_options = {"handler_cancellation": True, "shutdown_timeout": 0.2}
@@ -238,6 +239,7 @@ class FakeLLM(HttpFake):
         self.outages: list[Outage] = []
         self._ids = itertools.count(1)
         self.base_url = ""
+        self._audio_init()
 
     def script(self, *steps: Step) -> None:
         self._steps.extend(steps)
@@ -262,7 +264,8 @@ class FakeLLM(HttpFake):
         self.responder = directive_responder
 
     def routes(self) -> list[web.AbstractRouteDef]:
-        return [web.post("/v1/chat/completions", self._chat), web.get("/v1/models", self._models)]
+        return [web.post("/v1/chat/completions", self._chat), web.get("/v1/models", self._models),
+                *self.audio_routes()]
 
     async def start(self) -> str:
         self.port = 0  # a new port at each start

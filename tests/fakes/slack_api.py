@@ -39,6 +39,7 @@ from aiohttp import ClientSession, WSMsgType, web
 
 from tests.fakes.base import PlatformFake
 from tests.fakes.loop_thread import ServedInThread
+from tests.fakes.slack_files import SlackFiles
 
 TEAM = "T0HERALD"
 BOT_USER = "U0HERALDBOT"
@@ -90,7 +91,7 @@ class Fault:
     retry_after: int = 1
 
 
-class FakeSlack(PlatformFake[SlackMessage]):
+class FakeSlack(SlackFiles, PlatformFake[SlackMessage]):
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         super().__init__(host, port)
         self.bot_token = f"xoxb-{secrets.token_hex(8)}"
@@ -120,6 +121,7 @@ class FakeSlack(PlatformFake[SlackMessage]):
         self.on_send: Callable[[SlackMessage], None] | None = None
         self._connected = asyncio.Event()
         self.http: ClientSession | None = None
+        self._files_init()
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
@@ -131,7 +133,7 @@ class FakeSlack(PlatformFake[SlackMessage]):
     def routes(self) -> list[web.AbstractRouteDef]:
         return [web.post("/api/{method}", self._api), web.get("/api/{method}", self._api),
                 web.get("/link", self._link), web.get("/files/{file_id}/{name}", self._file),
-                web.post("/response/{rid}", self._response_url)]
+                web.post("/response/{rid}", self._response_url), *self.upload_routes()]
 
     async def start(self) -> str:
         await self.serve()

@@ -36,6 +36,7 @@ from aiohttp import ClientSession, web
 
 from tests.fakes.base import PlatformFake
 from tests.fakes.loop_thread import ServedInThread
+from tests.fakes.telegram_media import TelegramMedia
 
 BOT_ID = 900_000_001
 BOT_USERNAME = "herald_test_bot"
@@ -97,7 +98,7 @@ class Fault:
     seen: int = 0
 
 
-class FakeTelegram(PlatformFake[SentMessage]):
+class FakeTelegram(TelegramMedia, PlatformFake[SentMessage]):
     runner_options = {**PlatformFake.runner_options, "handler_cancellation": True}  # long polls
 
     def __init__(self, token: str | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
@@ -126,6 +127,7 @@ class FakeTelegram(PlatformFake[SentMessage]):
         self.blocked: set[int] = set()
         self.on_send: Callable[[SentMessage], None] | None = None
         self._closing = False
+        self._media_init()
 
     # ---- lifecycle -------------------------------------------------------------------------------
 

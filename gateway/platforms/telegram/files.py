@@ -88,7 +88,7 @@ class TelegramFiles:
         for att in atts[:ALBUM_MAX]:
             data = await asyncio.to_thread(Path(att.path).read_bytes)
             caption, entities = self._caption(att.caption)
-            media.append(InputMediaPhoto(InputFile(data, filename=att.filename), caption=caption,
+            media.append(InputMediaPhoto(InputFile(data, filename=att.filename, attach=True), caption=caption,
                                          caption_entities=entities or None))
         try:
             sent = await self._bot().send_media_group(int(chat_id), media, api_kwargs=self._common(message))

@@ -112,7 +112,7 @@ class WebAdapter(PlatformAdapter):
         super().__init__(ctx)
         self.token = web_token(ctx.config, ctx.home)
         self.log = ctx.chat_log
-        self.files = WebFiles(ctx.media_dir, ctx.home / "media" / "web")
+        self.files = WebFiles(ctx.media_dir, ctx.home / "media" / "served")
         add_secret(self.token)  # masked in every log line and stored error from here on
         self._subscribers: dict[str, set[asyncio.Queue[str]]] = {}
         # Several instances behind one address: a client's event stream may be held by another instance than
@@ -287,8 +287,9 @@ class WebAdapter(PlatformAdapter):
             source=Source(platform=self.name, chat_id=chat_id, user_id=user_id, chat_type="dm"),
             text=text, platform_message_id=platform_id, received_at=time.time(),
             command=parsed[0] if parsed and not files else None, attachments=files,
+            names={p: os.path.basename(p).split("-", 2)[-1] for p in files},
         )
-        shown = "\n".join([text, *(f"📎 {os.path.basename(p).split('-', 2)[-1]}" for p in files)]).strip()
+        shown = "\n".join([text, *(f"📎 {name}" for name in msg.names.values())]).strip()
         public_id = f"u-{platform_id}"
         if self.gateway.stopping:
             raise web.HTTPServiceUnavailable(text='{"error": "shutting down"}', content_type="application/json")

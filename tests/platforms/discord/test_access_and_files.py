@@ -13,6 +13,7 @@ from gateway.platforms.discord.inbound import DiscordInbound
 from tests.fakes.discord_api import CHANNEL, THREAD
 from tests.fakes.llm import last_user_message, message_text
 from tests.platforms.discord.conftest import ALICE, answered, model_calls, wait_until
+from tests.support.media import image_bytes
 
 LISTED = 700_000_000_000_000_111
 LISTED_THREAD = 700_000_000_000_000_211
@@ -38,13 +39,15 @@ async def test_allowed_channels_hears_only_the_listed_channel_and_its_threads_an
 
 async def test_two_files_of_one_name_are_both_kept(start_dc, fake_dc, fake_llm):
     await start_dc()
-    first, second = fake_dc.attachment("image.png", b"first image"), fake_dc.attachment("image.png", b"second image")
+    # Real images: a file named .png whose bytes are no image would be refused (gateway/media/inbound.py).
+    one, two = image_bytes(color=(1, 2, 3)), image_bytes(color=(4, 5, 6))
+    first, second = fake_dc.attachment("image.png", one), fake_dc.attachment("image.png", two)
     fake_dc.user_message(fake_dc.dm(ALICE), ALICE, "two pasted images", attachments=[first, second])
     await fake_dc.wait_sent(lambda s: any(m.content.startswith("echo: two pasted images") for m in s))
     content = message_text(last_user_message(fake_llm.requests[-1]))
     paths = [line[2:] for line in content.splitlines() if line.startswith("- ")]
     assert len(set(paths)) == 2
-    assert [Path(p).read_bytes() for p in paths] == [b"first image", b"second image"]  # noqa: ASYNC240
+    assert [Path(p).read_bytes() for p in paths] == [one, two]  # noqa: ASYNC240
 
 
 async def test_a_file_bigger_than_it_said_is_cut_off_at_the_cap(start_dc, fake_dc, fake_llm, home):

@@ -2,7 +2,8 @@
 uploads), the uploaded files kept on the ``Sent`` message and echoed back as its attachments, and
 ``GET /guilds/{id}`` with the server's boost level (``premium_tier``), which sets how large a file may be.
 
-``hold_uploads``: a message with files is recorded, then never answered (until the bot gives up or dies).
+``hold_uploads``: a message with files is recorded, then not answered while it is set (the bot gives up or dies
+meanwhile).
 """
 
 from __future__ import annotations
@@ -40,16 +41,27 @@ def attachments_of(sent: Any) -> list[dict[str, Any]]:
 class DiscordFiles:
     def _files_init(self) -> None:
         self.premium_tier = 0
-        self.hold_uploads = False
+        self._released = asyncio.Event()  # set: uploads are answered (see hold_uploads)
+        self._released.set()
         self.guild_reads = 0
+
+    @property
+    def hold_uploads(self) -> bool:
+        return not self._released.is_set()
+
+    @hold_uploads.setter
+    def hold_uploads(self, on: bool) -> None:
+        if on:
+            self._released.clear()
+        else:
+            self._released.set()
 
     def uploads(self, channel_id: int | None = None) -> list[tuple[str, bytes]]:
         return [f for m in self.sent if channel_id is None or m.channel_id == channel_id  # type: ignore[attr-defined]
                 for f in m.files]
 
     async def uploaded(self) -> None:
-        if self.hold_uploads:
-            await asyncio.Event().wait()  # never answered: the bot is killed (or gives up) meanwhile
+        await self._released.wait()  # held: the bot is killed (or gives up) meanwhile
 
     async def _get_guild(self, _r: web.Request, _b: Any, guild: str) -> web.Response:
         self.guild_reads += 1

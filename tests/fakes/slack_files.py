@@ -4,7 +4,8 @@ length) answers an upload URL on this fake and a file id; the bytes are POSTed t
 channel. ``shared`` holds what reached a channel, in order, with the ts of the message Slack made for it (shared
 with messages' ts, so text and files can be ordered).
 
-``hold_uploads``: completeUploadExternal records the share, then never answers (until the bot gives up or dies).
+``hold_uploads``: completeUploadExternal records the share, then does not answer while it is set (the bot gives up
+or dies meanwhile).
 """
 
 from __future__ import annotations
@@ -33,10 +34,22 @@ class SlackFiles:
     def _files_init(self) -> None:
         self.pending_uploads: dict[str, dict[str, Any]] = {}  # file id -> {name, length, content}
         self.shared: list[SharedFile] = []
-        self.hold_uploads = False
+        self._released = asyncio.Event()  # set: uploads are answered (see hold_uploads)
+        self._released.set()
 
     def upload_routes(self) -> list[web.AbstractRouteDef]:
         return [web.post("/upload/{file_id}", self._receive)]
+
+    @property
+    def hold_uploads(self) -> bool:
+        return not self._released.is_set()
+
+    @hold_uploads.setter
+    def hold_uploads(self, on: bool) -> None:
+        if on:
+            self._released.clear()
+        else:
+            self._released.set()
 
     async def _m_files_getUploadURLExternal(self, p: dict[str, Any]) -> web.Response:
         name, length = p.get("filename"), p.get("length")
@@ -81,6 +94,5 @@ class SlackFiles:
             self.shared.append(shared)
             done.append({"id": shared.file_id, "title": f.get("title") or entry["name"]})
         self._changed.set()  # type: ignore[attr-defined]
-        if self.hold_uploads:
-            await asyncio.Event().wait()  # never answered: the bot is killed (or gives up) meanwhile
+        await self._released.wait()  # held: the bot is killed (or gives up) meanwhile
         return self._ok(files=done)  # type: ignore[attr-defined]

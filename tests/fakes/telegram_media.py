@@ -3,8 +3,8 @@ photos) and what the bot uploads (sendPhoto, sendDocument, sendVoice, sendMediaG
 them), recorded in ``uploads`` with the chat's message ids (shared with ``sent``, so the order of text and
 files in a chat can be compared).
 
-``hold_uploads``: an upload is recorded, then never answered (the connection stays open until the bot gives
-up or dies): the moment between a file reaching Telegram and the bot recording it, for kill tests.
+``hold_uploads``: an upload is recorded, then not answered while it is set (the connection stays open; the bot
+gives up or dies meanwhile): the moment between a file reaching Telegram and the bot recording it, for kill tests.
 """
 
 from __future__ import annotations
@@ -38,9 +38,21 @@ class SentFile:
 class TelegramMedia:
     def _media_init(self) -> None:
         self.uploads: list[SentFile] = []
-        self.hold_uploads = False
+        self._released = asyncio.Event()  # set: uploads are answered (see hold_uploads)
+        self._released.set()
 
     # ---- what users send ---------------------------------------------------------------------------
+
+    @property
+    def hold_uploads(self) -> bool:
+        return not self._released.is_set()
+
+    @hold_uploads.setter
+    def hold_uploads(self, on: bool) -> None:
+        if on:
+            self._released.clear()
+        else:
+            self._released.set()
 
     def _photo_sizes(self, content: bytes, name: str = "photo.jpg") -> list[dict[str, Any]]:
         file_id = self.add_file(content, name)  # type: ignore[attr-defined]
@@ -105,8 +117,7 @@ class TelegramMedia:
 
     async def _hold(self) -> None:
         self._changed.set()  # type: ignore[attr-defined]
-        if self.hold_uploads:
-            await asyncio.Event().wait()  # never answered: the bot is killed (or gives up) meanwhile
+        await self._released.wait()  # held: the bot is killed (or gives up) meanwhile
 
     async def _upload(self, method: str, p: dict[str, Any], field: str) -> web.Response:
         chat_id = p.get("chat_id")

@@ -82,7 +82,8 @@ def echo_model(delay: float | Callable[[str], float] = 0.0) -> FakeLLMThread:
     llm = FakeLLMThread()
 
     def responder(request: dict[str, Any]) -> Reply:
-        text = message_text(last_user_message(request))
+        # The first line: a message with a file has the gateway's block of paths (and notes) below its words.
+        text = message_text(last_user_message(request)).split("\n", 1)[0]
         return Reply("echo: " + text, delay=delay(text) if callable(delay) else delay)
 
     llm.responder = responder
@@ -90,10 +91,12 @@ def echo_model(delay: float | Callable[[str], float] = 0.0) -> FakeLLMThread:
 
 
 def herald_config(llm_url: str, *, turns: int, max_queue: int = 50, log_level: str = "info",
-                  platforms: dict[str, Any] | None = None, port: int | None = None) -> dict[str, Any]:
-    """A config.yaml for the bench's daemon: the fake model, ``turns`` concurrent turns, a free port by default."""
+                  platforms: dict[str, Any] | None = None, port: int | None = None,
+                  vision: bool = False) -> dict[str, Any]:
+    """A config.yaml for the bench's daemon: the fake model, ``turns`` concurrent turns, a free port by default;
+    ``vision``: the model takes images (each photo is prepared for it, and read again from the history)."""
     config: dict[str, Any] = {
-        "model": {"base_url": llm_url, "name": "fake-model", "max_retries": 0},
+        "model": {"base_url": llm_url, "name": "fake-model", "max_retries": 0, "vision": vision},
         "http": {"port": port or free_port()},
         "gateway": {"max_concurrent_turns": turns, "drain_seconds": 5, "max_queue": max_queue},
         "logging": {"level": log_level},
@@ -351,7 +354,8 @@ async def chat_bench(args: argparse.Namespace, *, title: str, talk: Conversation
     try:
         llm.start()
         config = herald_config(llm.base_url, turns=32, log_level=args.log_level,
-                               platforms={"web": {"enabled": False}, **platform})
+                               platforms={"web": {"enabled": False}, **platform},
+                               vision=bool(getattr(args, "image_every", 0)))
         with Daemon(config, env, home_prefix=home_prefix, profile=args.profile) as daemon:
             await asyncio.to_thread(daemon.wait_ready)
             result, usage = await measure(daemon, talk.run(args.chats, args.messages_per_chat, ask))
@@ -361,8 +365,10 @@ async def chat_bench(args: argparse.Namespace, *, title: str, talk: Conversation
         llm.stop()
 
     report = Report()
+    images = getattr(args, "image_every", 0)
     print(f"\n{title} load: {args.chats} chats x {args.messages_per_chat} messages, model delay "
-          f"{args.model_delay * 1000:g} ms, log level {args.log_level}")
+          f"{args.model_delay * 1000:g} ms, log level {args.log_level}"
+          + (f", a photo in every {images} messages (vision on)" if images else ""))
     report.replies(result, rate_target=rate_target, p99_target_ms=p99_target_ms)
     report.delivery(result)
     report.cpu(usage, result)
@@ -379,6 +385,9 @@ def chat_bench_main(doc: str, run: Callable[[argparse.Namespace], Coroutine[Any,
     parser.add_argument("--model-delay", type=float, default=0.0, help="seconds the fake model takes per answer")
     parser.add_argument("--log-level", default="info", choices=LOG_LEVELS)
     parser.add_argument("--profile", default=None, help="write the daemon's cProfile stats to this file")
+    parser.add_argument("--image-every", type=int, default=0,
+                        help="every Nth message of a chat is a photo (its question as the caption), and the model "
+                             "takes images; 0: text only")
     return run_async(run, parser.parse_args())
 
 

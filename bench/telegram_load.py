@@ -8,7 +8,11 @@ the previous one arrived at the fake Bot API. Ingress-to-reply is measured from 
 queued at the fake Bot API to the moment the bot's sendMessage for it reaches the fake.
 
     .venv/bin/python bench/telegram_load.py [--chats 20] [--messages-per-chat 50] [--model-delay 0]
-                                            [--log-level info] [--profile FILE]
+                                            [--log-level info] [--profile FILE] [--image-every N]
+
+--image-every N makes every Nth message of a chat a photo (a 1600x1200 JPEG, its question as the caption)
+and the model one that takes images: each photo is downloaded, checked, prepared for the model (Pillow) and
+read again from the history on the chat's later turns. The targets are then p99 < 1 s and RSS < 150 MB.
 
 --profile FILE runs the daemon under cProfile and writes the stats there (slower; for finding hot spots:
 `python -c "import pstats; pstats.Stats('FILE').sort_stats('cumtime').print_stats(40)"`).
@@ -30,7 +34,23 @@ from tests.fakes.telegram_api import FakeTelegram, SentMessage  # noqa: E402
 TARGET_RATE = 100.0
 TARGET_P99_MS = 1000.0
 TARGET_RSS_MB = 120.0
+TARGET_RSS_IMAGES_MB = 150.0
 FIRST_CHAT = 10_000
+
+
+def photo() -> bytes:
+    """A phone-sized photo (1600x1200 JPEG with some detail, so its encoding costs what a real one does)."""
+    import io
+
+    from PIL import Image, ImageDraw
+
+    img = Image.new("RGB", (1600, 1200), (90, 140, 200))
+    draw = ImageDraw.Draw(img)
+    for n in range(0, 1600, 40):
+        draw.line([(n, 0), (1600 - n, 1200)], fill=(n % 255, 80, 255 - n % 255), width=3)
+    out = io.BytesIO()
+    img.save(out, "JPEG", quality=85)
+    return out.getvalue()
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -40,7 +60,13 @@ async def run(args: argparse.Namespace) -> int:
     def on_send(sent: SentMessage) -> None:
         talk.answered(sent.text)
 
+    image = photo() if args.image_every else b""
+
     async def ask(n: int, text: str) -> None:
+        index = int(text.rpartition("-")[2])
+        if args.image_every and index % args.image_every == args.image_every - 1:
+            tg.photo_message(FIRST_CHAT + n, image, caption=text)
+            return
         tg.user_message(FIRST_CHAT + n, FIRST_CHAT + n, text)  # a private chat: its id is the user's
 
     tg.on_send = on_send
@@ -50,7 +76,8 @@ async def run(args: argparse.Namespace) -> int:
                     "allowed_users": list(range(FIRST_CHAT, FIRST_CHAT + args.chats))}
         return await chat_bench(args, title="Telegram", talk=talk, ask=ask, platform={"telegram": telegram},
                                 env={"TELEGRAM_BOT_TOKEN": tg.token}, home_prefix="herald-tg-bench-",
-                                rate_target=TARGET_RATE, p99_target_ms=TARGET_P99_MS, rss_target_mb=TARGET_RSS_MB)
+                                rate_target=TARGET_RATE, p99_target_ms=TARGET_P99_MS,
+                                rss_target_mb=TARGET_RSS_IMAGES_MB if args.image_every else TARGET_RSS_MB)
     finally:
         await tg.stop()
 

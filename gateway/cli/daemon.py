@@ -59,6 +59,9 @@ def run(config: Annotated[str | None, typer.Option("--config", "-c", help="path 
 
     # First, before anything is created: umask 077, the home 0700, looser files left from before tightened.
     tightened = secure_home(paths, cfg.database.url)
+    from gateway.kernel.memory import cap_arenas
+
+    cap_arenas()  # before the turn threads start (gateway/kernel/memory.py)
     try:
         configure_logging(paths.logs_dir, cfg.logging.level, secrets=configured_secrets(cfg),
                           console=cfg.logging.format == "console", file=cfg.logging.file,

@@ -1,6 +1,7 @@
 """The kernel: leaves every layer may use. The config base model, the fault ledger, logging and secret
 redaction, health and metrics, the helpers that read untrusted input (JSON bodies, inbound text), chunking
-of rendered text, and the helpers that show a command to a person (secrets masked, code spans kept).
+of rendered text, the helpers that show a command to a person (secrets masked, code spans kept), how a
+message names its files (attached), and the C heap's settings for a many-threaded daemon (memory).
 
 Nothing here imports anything else of ``gateway``: a platform, the store and the runner all stand on it.
 """

@@ -35,8 +35,9 @@ class MediaContent:
         real = os.path.realpath(path)
         return any(real.startswith(root + os.sep) for root in self.roots)
 
-    def for_model(self, content: Any, vision: bool, budget: list[int] | None = None) -> Any:
-        """One user message's stored content as the model should get it (a string, or text and image parts)."""
+    def for_model(self, content: Any, vision: bool, budget: list[int] | None = None, earlier: bool = False) -> Any:
+        """One user message's stored content as the model should get it (a string, or text and image parts);
+        ``earlier``: a message of the history, whose images go again smaller (``images.HISTORY_PX``)."""
         if not isinstance(content, str):
             return content
         _text, paths = split_files(content)
@@ -64,7 +65,7 @@ class MediaContent:
                 notes.append(f"[{path}: an image shown in an earlier turn, not sent again.]")
                 continue
             try:
-                parts.append({"type": "image_url", "image_url": {"url": self.images.data_url(path)}})
+                parts.append({"type": "image_url", "image_url": {"url": self.images.data_url(path, earlier)}})
                 budget[0] -= 1
             except BadMedia as exc:
                 notes.append(f"[{path} could not be shown: {exc}.]")
@@ -86,7 +87,7 @@ class MediaContent:
         for n in range(len(out) - 1, -1, -1):
             msg = out[n]
             if msg.get("role") == "user" and isinstance(msg.get("content"), str) and "\n- /" in msg["content"]:
-                content = self.for_model(msg["content"], vision, budget)
+                content = self.for_model(msg["content"], vision, budget, earlier=True)
                 if content is not msg["content"]:
                     out[n] = {**msg, "content": content}
         return out

@@ -132,3 +132,19 @@ def test_only_files_in_the_media_folders_are_read_and_old_images_past_the_budget
     assert len(shown) == MAX_IMAGES and out[-2] is not history[-2]
     assert "not sent again" in out[0]["content"] and out[0]["role"] == "user"
     assert history[0]["content"].endswith("p0.png")  # the stored history itself is untouched
+
+
+def test_an_upright_jpeg_within_the_limit_loses_its_metadata_without_being_decoded(tmp_path: Path) -> None:
+    from gateway.media import jpeg
+
+    original = image_bytes(300, 200, "JPEG", orientation=1, comment="GPS 52.5N 13.4E, camera XYZ")
+    stripped = jpeg.strip(original)
+    assert stripped is not None and b"GPS" not in stripped and b"Exif" not in stripped
+    before, after = Image.open(io.BytesIO(original)), Image.open(io.BytesIO(stripped))
+    assert after.size == before.size and after.tobytes() == before.tobytes()  # the same pixels, not re-encoded
+    assert jpeg.strip(original[:-200]) is None  # cut short: left to Pillow, which refuses it as damaged
+    assert jpeg.strip(image_bytes()) is None  # not a JPEG at all
+    path = tmp_path / "upright.jpg"
+    path.write_bytes(original)
+    sent = base64.b64decode(ImagePrep().data_url(str(path)).split(",", 1)[1])
+    assert sent == stripped

@@ -104,3 +104,25 @@ def test_doctor_reports_the_media_folders_size(home: Path) -> None:
     check = Doctor(parse_config({}), paths)._media()
     assert check.status == "ok" and check.message.startswith("4.0 MB in 2 files")
     assert str(paths.media_dir) in check.message and str(attachments) in check.message
+
+
+class RefusingQA(FilesQA):
+    async def send_file(self, chat_id: str, attachment: Attachment, message: OutboundMessage,
+                        idempotency_key: str | None = None) -> list[str]:
+        from gateway.platforms.base import PermanentError
+
+        raise PermanentError("the platform said no (403)")
+
+
+async def test_a_file_the_platform_refuses_is_told_and_the_next_one_still_goes(make_runner: Any,
+                                                                               fake_llm: Any) -> None:
+    runner, qa = await make_runner(adapters=[RefusingQA])
+    workspace_with(runner, {"a.txt": b"first\n"})
+    fake_llm.script(ToolCall("send_file", {"path": "a.txt"}), Reply("Here."))
+    await qa.say("send it")
+    texts = await qa.wait_for(lambda t: len(t) == 2)
+    assert texts == ["Here.", "📎 a.txt could not be sent: the platform said no (403)"]
+    rows = await runner.store.run_read(lambda c: c.exec_driver_sql(
+        "SELECT o.chunk_index, o.status, i.status FROM outbox o JOIN inbox i ON i.id = o.inbox_id "
+        "WHERE o.chunk_index >= 10000").all())
+    assert [tuple(r) for r in rows] == [(10_000, "failed", "done")]

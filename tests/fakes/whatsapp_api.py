@@ -93,6 +93,7 @@ class FakeWhatsApp(PlatformFake[WaMessage]):
         self.faults: list[Fault] = []
         self.refused: list[tuple[int, dict[str, Any]]] = []  # (code, payload) of each send refused
         self.posted: list[tuple[int, dict[str, Any]]] = []  # (HTTP status, body) of each webhook POST
+        self.statuses_taken = 0  # status webhooks the daemon answered 200
         self.on_send: Callable[[WaMessage], None] | None = None
         self.http: ClientSession | None = None
         self._ids = itertools.count(1)
@@ -220,6 +221,7 @@ class FakeWhatsApp(PlatformFake[WaMessage]):
             for _ in range(50):
                 try:
                     if (await self.post(body))[0] == 200:
+                        self.statuses_taken += 1
                         return
                 except OSError:
                     pass

@@ -149,3 +149,14 @@ async def test_doctor_checks_the_token_the_app_secret_and_the_number(monkeypatch
             await _check(monkeypatch, fake, fake.token, fake.app_secret, "42")
     finally:
         await fake.stop()
+
+
+def test_an_access_token_is_masked_wherever_it_is_logged_or_shown() -> None:
+    from gateway.kernel.logs import redact
+    from gateway.platforms import declare_to_logs
+
+    declare_to_logs()
+    token = "EAAGm0PX4ZCpsBAKZA7wQ9yZBxBzrRkZCZAZBi8ZA1kZD"
+    shown = redact(f"GET https://graph.facebook.com/v23.0/123?access_token={token} failed; Bearer {token}")
+    assert token not in shown and "graph.facebook.com" in shown
+    assert redact("EAA is a prefix, EAAshort too") == "EAA is a prefix, EAAshort too"

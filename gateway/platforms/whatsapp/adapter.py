@@ -275,15 +275,19 @@ class WhatsAppAdapter(PlatformAdapter):
         receipts = self.ctx.receipts
         if receipts is None:
             return
+        if not new_ids and window_closed and not self.cfg.templates.notify.name:
+            error = (f"{error} (more than 24 hours after the person's last message: set "
+                     "platforms.whatsapp.templates.notify to send it as a template)")
         for wait in (0.0, *RECEIPT_RETRIES):
             await asyncio.sleep(wait)
-            if new_ids:
-                done = await receipts.replace(self.name, status.message_id, new_ids)
-            else:
-                if window_closed and not self.cfg.templates.notify.name:
-                    error = (f"{error} (more than 24 hours after the person's last message: set "
-                             "platforms.whatsapp.templates.notify to send it as a template)")
-                done = await receipts.receipt(self.name, status.message_id, "failed", error)
+            try:
+                if new_ids:
+                    done = await receipts.replace(self.name, status.message_id, new_ids)
+                else:
+                    done = await receipts.receipt(self.name, status.message_id, "failed", error)
+            except Exception as exc:
+                log.info("whatsapp_receipt_failed", error=f"{type(exc).__name__}: {exc}")
+                continue
             if done:
                 log.info("whatsapp_resent" if new_ids else "whatsapp_delivery_failed", chat_id=status.chat,
                          code=status.code, error=None if new_ids else error)

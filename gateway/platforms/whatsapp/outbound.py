@@ -195,11 +195,17 @@ class WhatsAppOutbound(Outbound):
         return ids
 
     def _reply_buttons(self, body: str, buttons: list[Button]) -> dict[str, Any]:
+        titles: list[str] = []
+        for b in buttons:  # WhatsApp refuses two buttons of one title: labels cut alike are numbered
+            title = _title(b.label, BUTTON_TITLE_MAX)
+            if title in titles:
+                suffix = f" {len(titles) + 1}"
+                title = _title(b.label, BUTTON_TITLE_MAX - len(suffix)) + suffix
+            titles.append(title)
         return {"type": "interactive", "interactive": {
             "type": "button", "body": {"text": body},
-            "action": {"buttons": [{"type": "reply", "reply": {"id": self.buttons.encode(b.id),
-                                                                "title": _title(b.label, BUTTON_TITLE_MAX)}}
-                                   for b in buttons]}}}
+            "action": {"buttons": [{"type": "reply", "reply": {"id": self.buttons.encode(b.id), "title": title}}
+                                   for b, title in zip(buttons, titles, strict=True)]}}}
 
     def _list(self, body: str, buttons: list[Button]) -> dict[str, Any]:
         if len(buttons) > LIST_ROWS_MAX:

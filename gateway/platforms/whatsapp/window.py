@@ -19,6 +19,7 @@ WINDOW = 24 * 3600.0
 # A message sent this close to the window's end may reach WhatsApp after it: it goes as a template.
 MARGIN = 120.0
 SAVE_EVERY = 300.0
+PRUNE_OVER = 10_000  # people remembered before the long-closed windows are forgotten
 
 
 class ServiceWindow:
@@ -39,8 +40,8 @@ class ServiceWindow:
                 at = float(position)
             except ValueError:
                 continue
-            self._saved[chat] = at
             if at > now - WINDOW:  # only the open windows are worth remembering
+                self._saved[chat] = at
                 self.last[chat] = max(at, self.last.get(chat, 0.0))
 
     def seen(self, chat: str, at: float | None = None) -> None:
@@ -53,6 +54,8 @@ class ServiceWindow:
         self.last[chat] = at
         if at - self._saved.get(chat, 0.0) >= SAVE_EVERY:
             self._dirty.add(chat)
+        if len(self.last) > PRUNE_OVER:
+            self.prune()
 
     def is_open(self, chat: str) -> bool:
         return self.clock() < self.last.get(chat, float("-inf")) + WINDOW - MARGIN
@@ -74,6 +77,7 @@ class ServiceWindow:
         gone = self.clock() - WINDOW - SAVE_EVERY
         for chat in [c for c, at in self.last.items() if at < gone and c not in self._dirty]:
             del self.last[chat]
+            self._saved.pop(chat, None)
 
     async def save(self) -> None:
         """Write the positions that moved far enough; raises when the store cannot take them (the caller does not

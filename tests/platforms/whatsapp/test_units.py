@@ -160,3 +160,16 @@ def test_an_access_token_is_masked_wherever_it_is_logged_or_shown() -> None:
     shown = redact(f"GET https://graph.facebook.com/v23.0/123?access_token={token} failed; Bearer {token}")
     assert token not in shown and "graph.facebook.com" in shown
     assert redact("EAA is a prefix, EAAshort too") == "EAA is a prefix, EAAshort too"
+
+
+def test_reply_buttons_cut_alike_keep_titles_of_their_own() -> None:
+    from gateway.platforms.base import Button
+    from gateway.platforms.whatsapp.config import Templates
+    from gateway.platforms.whatsapp.outbound import WhatsAppOutbound
+
+    out = WhatsAppOutbound(lambda: None, ServiceWindow("whatsapp", None), Templates())
+    payload = out._reply_buttons("body", [Button("a", "Approve the deployment now"),
+                                          Button("b", "Approve the deployment later"), Button("c", "No")])
+    titles = [b["reply"]["title"] for b in payload["interactive"]["action"]["buttons"]]
+    assert titles == ["Approve the deploym…", "Approve the deplo… 2", "No"]
+    assert len(set(titles)) == 3 and all(len(t) <= 20 for t in titles)

@@ -224,11 +224,12 @@ class WhatsAppAdapter(PlatformAdapter):
         self.outbound.note_inbound(press.source.chat_id, message_id)
         button_id = self.outbound.buttons.decode(press.button_id)
         if button_id is None:  # a digest of a long id, sent by a process before a restart
-            self.outbound.spawn(self.gateway_notice(press, "This button is no longer active."))
+            self.outbound.spawn(self._notice(press, "This button is no longer active."))
             return
         self.press(ButtonPress(press.source, button_id, press.message_id, press.reply_handle))
 
-    async def gateway_notice(self, press: ButtonPress, text: str) -> None:
+    async def _notice(self, press: ButtonPress, text: str) -> None:
+        """A word to whoever pressed, in the chat (WhatsApp shows nothing to one person only)."""
         try:
             await self.outbound.send(press.source.chat_id, self.render(text), OutboundMessage(text))
         except DeliveryError as exc:

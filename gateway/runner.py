@@ -313,7 +313,8 @@ class GatewayRunner:
         def context(config: Any) -> AdapterContext:
             return AdapterContext(gateway=self, config=config, home=self.paths.home, media_dir=media,
                                   chat_log=self.store.chat_log, platforms=dict(self.cfg.platforms),
-                                  cursors=self.store.cursors, broadcast=self.bus, faults=self.faults)
+                                  cursors=self.store.cursors, broadcast=self.bus, faults=self.faults,
+                                  receipts=self.store.outbox)
 
         for name in PLATFORMS:
             platform_cfg = getattr(self.cfg.platforms, name, None)

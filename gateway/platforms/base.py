@@ -311,6 +311,19 @@ class Cursors(Protocol):
     async def save(self, platform: str, cursors: Mapping[str, str]) -> None: ...
 
 
+class Receipts(Protocol):
+    """What became of messages already sent, for a platform that reports it later (delivered, read, failed):
+    recorded on the message's outbox row, found by the id ``send`` returned for it."""
+
+    async def receipt(self, platform: str, message_id: str, state: str, error: str | None = None) -> bool:
+        """``state``: sent, delivered, read or failed (the furthest one stays; a failure fails the row, with
+        ``error``, shown where failed deliveries are). False when no row holds ``message_id`` (yet)."""
+
+    async def replace(self, platform: str, message_id: str, new_ids: list[str]) -> bool:
+        """The platform refused ``message_id`` after taking it and the adapter sent the same words again as
+        ``new_ids``: the row names those from now on."""
+
+
 class Broadcast(Protocol):
     """Events every instance sharing the database hears (gateway/cluster/bus.py), for an adapter that serves
     clients of its own (the web chat's event streams): what one instance sends, another's client sees."""
@@ -362,6 +375,7 @@ class AdapterContext:
     cursors: Cursors | None = None
     broadcast: Broadcast | None = None
     faults: FaultSink = NO_FAULTS  # where the adapter counts what it met (bad input, platform faults)
+    receipts: Receipts | None = None
 
 
 class Outbound:

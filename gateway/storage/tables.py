@@ -159,6 +159,11 @@ outbox = Table(
     Column("idempotency_key", String(64), nullable=True),
     # A delivery that answers no inbox row but must not repeat either (a cron run's result to one target).
     Column("ref", String(300), nullable=True, index=True),
+    # What the platform said later of a sent message, where it reports that (sent, delivered, read, failed):
+    # the furthest it got. A failure also makes the row failed, with the platform's reason in ``error``.
+    Column("receipt", String(16), nullable=True),
+    # Receipts name the message by the platform's id.
+    Index("ix_outbox_platform_message", "platform", "platform_message_id"),
 )
 
 

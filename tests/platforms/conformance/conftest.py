@@ -13,6 +13,7 @@ from tests.platforms.conformance.driver import PlatformDriver
 from tests.platforms.conformance.slack_driver import SlackHttpDriver, SlackSocketDriver
 from tests.platforms.conformance.telegram_driver import TelegramDriver, TelegramWebhookDriver
 from tests.platforms.conformance.web_driver import WebDriver
+from tests.platforms.conformance.whatsapp_driver import WhatsAppDriver
 
 # One line per platform (per way of connecting to it): an adapter lands once its driver passes the suite.
 DRIVERS: dict[str, type[PlatformDriver]] = {
@@ -22,6 +23,7 @@ DRIVERS: dict[str, type[PlatformDriver]] = {
     "slack-socket": SlackSocketDriver,
     "slack-http": SlackHttpDriver,
     "discord": DiscordDriver,
+    "whatsapp": WhatsAppDriver,
 }
 
 

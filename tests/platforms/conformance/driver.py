@@ -78,6 +78,8 @@ class PlatformDriver(abc.ABC):
     # A code block shows its language (Telegram's pre entity, the web's fence); Slack's mrkdwn has none.
     shows_code_language: ClassVar[bool] = True
     files: ClassVar[bool] = False  # users can send the bot files (``send_file``)
+    # The bot can edit what it sent (WhatsApp's Cloud API cannot): streamed replies and decided prompts.
+    edits: ClassVar[bool] = True
     user: ClassVar[str]  # the known user, the only one on the allowlist
     chat: ClassVar[str]  # a direct chat with the known user
 

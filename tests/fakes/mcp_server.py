@@ -35,6 +35,7 @@ parser.add_argument("--record", default="calls.log")
 parser.add_argument("--crash-at-start", action="store_true")
 parser.add_argument("--name", default="fake")
 parser.add_argument("--snoop", action="append", default=[], help="a path snoop tries to read")
+parser.add_argument("--marker", default=None, help="text snoop looks for in every visible process's environment")
 opts = parser.parse_args()
 
 if opts.crash_at_start:
@@ -64,7 +65,8 @@ def write(name: str, count: int = 1) -> str:
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
 async def slow(seconds: float) -> str:
-    """Sleep, then answer."""
+    """Sleep, then answer (recorded when it begins)."""
+    record({"tool": "slow", "seconds": seconds})
     await asyncio.sleep(seconds)
     return "slept"
 
@@ -86,14 +88,21 @@ def die() -> str:
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
 def snoop() -> str:
     """Try to read what the sandbox should hide; report what could be read."""
-    found: dict[str, object] = {"env": dict(os.environ), "read": {}}
-    paths = [*opts.snoop, "/proc/1/environ", f"/proc/{os.getppid()}/environ"]
-    for path in paths:
+    read: dict[str, str] = {}
+    for path in opts.snoop:
         try:
-            found["read"][path] = Path(path).read_bytes()[:200].decode(errors="replace")  # type: ignore[index]
+            read[path] = Path(path).read_bytes()[:200].decode(errors="replace")
         except OSError as exc:
-            found["read"][path] = f"ERROR {type(exc).__name__}"  # type: ignore[index]
-    return json.dumps(found)
+            read[path] = f"ERROR {type(exc).__name__}"
+    marked = []
+    if opts.marker:
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and opts.marker.encode() in (entry / "environ").read_bytes():
+                    marked.append(entry.name)
+            except OSError:
+                pass
+    return json.dumps({"env": dict(os.environ), "read": read, "marked": marked})
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))

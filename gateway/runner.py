@@ -87,12 +87,6 @@ READY_WAIT = 60.0
 AdapterFactory = Callable[[AdapterContext], PlatformAdapter]
 
 
-def _tool_named(name: str) -> Any:
-    from tools.registry import registry
-
-    return registry.get(name)
-
-
 class GatewayRunner:
     def __init__(self, cfg: Config, paths: Paths, extra_adapters: list[AdapterFactory] | None = None) -> None:
         """``extra_adapters``: factories of adapters beyond the configured platforms (test channels)."""
@@ -148,7 +142,7 @@ class GatewayRunner:
         sandbox, self.warnings, self.egress = sandboxing.setup(cfg, self.paths)
         self.memory = MemoryBook(self.store, self, cfg.agent.memory_max_chars, cfg.sessions.per_user_in_groups)
         # This daemon's tools: the built-in ones, and its MCP servers' while they are up (gateway/mcp/).
-        tools = ToolRegistry(base=builtin_tools)
+        tools = self.tools = ToolRegistry(base=builtin_tools)
         self.mcp = McpService(cfg, self.paths, tools, self.faults, lambda: self.agents.sandbox)
         self.warnings += mcp_warnings(cfg.mcp)
         self.agents = AgentFactory(cfg, self.paths, self._prompt_hint, self.metrics.llm_call, self.faults.model,
@@ -175,7 +169,7 @@ class GatewayRunner:
         self.compression = Compressor(cfg, self.store, self.sessions, lambda: self.agents.agent, self.usage,
                                       lambda key: self.lanes.busy(key) is not None)
         self.streams = Streams(cfg.display, self.delivery, self.sessions.peek, self.agents.secret_values,
-                               _tool_named, self.approvals.asking)
+                               self.tools.get, self.approvals.asking)
         self.turns = TurnExecutor(cfg, self.store, self.sessions, self.delivery, self.notices, self.agents,
                                   self.approvals, self.adapters, self.counters, metrics=self.metrics,
                                   compression=self.compression, usage=self.usage, streams=self.streams)

@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -23,10 +23,11 @@ from gateway.config import Config, ConfigError, Paths, load_config
 from gateway.kernel.faults import Faults
 from gateway.kernel.logs import add_secret
 from tools.mcp.config import McpConfig, McpServerConfig
-from tools.mcp.hub import McpHub, ServerView
-from tools.mcp.tools import make_tools
 from tools.registry import ToolRegistry
 from tools.sandbox import SandboxPolicy, resolve_mode
+
+if TYPE_CHECKING:
+    from tools.mcp.hub import McpHub, ServerView
 
 log = structlog.get_logger("herald.mcp")
 
@@ -63,8 +64,8 @@ class McpService:
         self._sandbox = sandbox
         self._tools: dict[str, list[str]] = {}  # server -> its registered tool names, in order
         self._lock = threading.Lock()
-        self.hub = McpHub(self._changed)
-        self._started = False
+        # Made when the first server is to run: the SDK takes a while to import, and most daemons have none.
+        self.hub: McpHub | None = None
 
     # ---- lifecycle --------------------------------------------------------------------------------------
 
@@ -76,13 +77,19 @@ class McpService:
             await self._apply(self.config)
 
     async def _apply(self, cfg: McpConfig) -> None:
-        if not self._started:
-            await asyncio.to_thread(self.hub.start)
-            self._started = True
+        if self.hub is None:
+            self.hub = await asyncio.to_thread(self._start_hub)
         await asyncio.wrap_future(self.hub.apply(cfg.enabled(), self._sandbox()))
 
+    def _start_hub(self) -> McpHub:
+        from tools.mcp.hub import McpHub
+
+        hub = McpHub(self._changed)
+        hub.start()
+        return hub
+
     async def stop(self) -> None:
-        if self._started:
+        if self.hub is not None:
             await asyncio.to_thread(self.hub.stop)
 
     # ---- what turns offer -----------------------------------------------------------------------------------
@@ -94,12 +101,15 @@ class McpService:
 
     def _changed(self, view: ServerView) -> None:
         """On the hub's thread: a server's tools registered while it is up, withdrawn otherwise; its condition."""
+        from tools.mcp.tools import make_tools
+
         server = self.config.servers.get(view.name)
         with self._lock:
             for name in self._tools.pop(view.name, []):
                 self.registry.unregister(name)
             if view.status == "up" and server is not None:
                 taken = {n for names in self._tools.values() for n in names}
+                assert self.hub is not None
                 tools = make_tools(view.name, server, view.offer.tools, self.hub, taken)
                 for tool in tools:
                     self.registry.register(tool, replace=True)
@@ -114,7 +124,7 @@ class McpService:
 
     def views(self) -> dict[str, ServerView | None]:
         """Every configured server: its view, or None when it is disabled."""
-        running = {v.name: v for v in self.hub.views()} if self._started else {}
+        running = {v.name: v for v in self.hub.views()} if self.hub is not None else {}
         return {name: running.get(name) if server.enabled else None for name, server in self.config.servers.items()}
 
     async def reload(self) -> str:

@@ -21,7 +21,7 @@ import structlog
 
 from gateway.config import Config, ConfigError, Paths, load_config
 from gateway.kernel.faults import Faults
-from gateway.kernel.logs import add_secret
+from gateway.kernel.logs import add_secret, redact
 from tools.mcp.config import McpConfig, McpServerConfig
 from tools.registry import ToolRegistry
 from tools.sandbox import SandboxPolicy, resolve_mode
@@ -177,8 +177,8 @@ def describe(name: str, server: McpServerConfig, view: ServerView | None, now: f
         return line
     if view.status == "down":
         retry = f" (next try in {max(0, round(view.retry_at - now))} s)" if view.retry_at else ""
-        return f"• {name} ({kind}): down — {view.error or 'unknown'}{retry}"
-    return f"• {name} ({kind}): {view.status}{f' (last: {view.error})' if view.error else ''}"
+        return f"• {name} ({kind}): down — {redact(view.error or 'unknown')}{retry}"
+    return f"• {name} ({kind}): {view.status}{f' (last: {redact(view.error)})' if view.error else ''}"
 
 
 def summary(service: Any) -> str:

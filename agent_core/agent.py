@@ -188,6 +188,8 @@ class _Turn:
         # history is invalid for the next request.
         self.open_calls: list[str] = []
         names = agent.tool_names if agent.tool_names is not None else agent.registry.names(ctx.config)
+        # Offered for this turn only, after the agent's own (the list stays in one order while they are the same).
+        names = [*names, *(n for n in getattr(ctx, "extra_tools", ()) if n not in names)]
         self.allowed = frozenset(names)
         self.tools = agent.registry.schemas(names) or None
         self.on_text, self.on_restart = _guarded(callbacks.on_text), _guarded(callbacks.on_text_restart)

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, ValidationError, create_model, field_vali
 
 from gateway.kernel.configbase import StrictModel
 from tools.config import ToolsConfig
+from tools.mcp.config import McpConfig
 
 
 class ConfigError(Exception):
@@ -296,6 +297,8 @@ class Config(_Model):
     http: HttpConfig = Field(default_factory=HttpConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    # MCP servers whose tools the agent gets (tools/mcp/config.py; gateway/mcp/).
+    mcp: McpConfig = Field(default_factory=McpConfig)
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
     access: AccessConfig = Field(default_factory=AccessConfig)
     cron: CronConfig = Field(default_factory=CronConfig)
@@ -431,14 +434,19 @@ def secret_env_names(cfg: BaseModel) -> list[str]:
                 value = getattr(node, field)
                 if field.endswith("_env") and isinstance(value, str):
                     names.append(value)
+                elif field.endswith("_env") and isinstance(value, dict):  # name -> variable (MCP headers_env)
+                    names.extend(v for v in value.values() if isinstance(v, str))
                 else:
                     walk(value)
         elif isinstance(node, list | tuple):
             for item in node:
                 walk(item)
         elif isinstance(node, dict):
-            for item in node.values():
-                walk(item)
+            for key, item in node.items():
+                if isinstance(key, str) and key.endswith("_env") and isinstance(item, str):  # an MCP server's env
+                    names.append(item)
+                else:
+                    walk(item)
 
     walk(cfg)
     return names

@@ -49,6 +49,9 @@ from gateway.inbound.supervisor import Supervisor
 from gateway.kernel.faults import Faults
 from gateway.kernel.health import private_status, public_status
 from gateway.kernel.metrics import Counters, Metrics
+from gateway.mcp.commands import MCP_COMMANDS
+from gateway.mcp.service import McpService
+from gateway.mcp.service import warnings as mcp_warnings
 from gateway.ops.systemd import SystemdNotifier
 from gateway.outbound.delivery import Delivery, Notices
 from gateway.outbound.streaming import Streams
@@ -72,6 +75,8 @@ from gateway.turns.executor import TurnExecutor
 from gateway.turns.lanes import Lanes
 from gateway.turns.memory import MEMORY_COMMANDS, MemoryBook
 from gateway.turns.usage import USAGE_COMMANDS, UsageDeps, UsageLedger
+from tools.registry import ToolRegistry
+from tools.registry import registry as builtin_tools
 
 log = structlog.get_logger("herald.runner")
 
@@ -80,12 +85,6 @@ log = structlog.get_logger("herald.runner")
 READY_WAIT = 60.0
 
 AdapterFactory = Callable[[AdapterContext], PlatformAdapter]
-
-
-def _tool_named(name: str) -> Any:
-    from tools.registry import registry
-
-    return registry.get(name)
 
 
 class GatewayRunner:
@@ -142,8 +141,13 @@ class GatewayRunner:
         # The warnings: /readyz repeats them. The egress proxy (tools/egress.py) runs until shutdown.
         sandbox, self.warnings, self.egress = sandboxing.setup(cfg, self.paths)
         self.memory = MemoryBook(self.store, self, cfg.agent.memory_max_chars, cfg.sessions.per_user_in_groups)
+        # This daemon's tools: the built-in ones, and its MCP servers' while they are up (gateway/mcp/).
+        tools = self.tools = ToolRegistry(base=builtin_tools)
+        self.mcp = McpService(cfg, self.paths, tools, self.faults, lambda: self.agents.sandbox)
+        self.warnings += mcp_warnings(cfg.mcp)
         self.agents = AgentFactory(cfg, self.paths, self._prompt_hint, self.metrics.llm_call, self.faults.model,
-                                   sandbox=sandbox, tool_extras=self._tool_extras)
+                                   sandbox=sandbox, tool_extras=self._tool_extras, registry=tools,
+                                   extra_tools=self.mcp.tool_names)
         self.sessions = SessionManager(self.store, cfg.sessions, self.agents.system_prompt,
                                        carry=self.agents.settings.carry, prompt_addendum=self.memory.snapshot)
         self.usage = UsageLedger(self.store, cfg.model.prices, cfg.gateway.daily_token_budget)
@@ -165,7 +169,7 @@ class GatewayRunner:
         self.compression = Compressor(cfg, self.store, self.sessions, lambda: self.agents.agent, self.usage,
                                       lambda key: self.lanes.busy(key) is not None)
         self.streams = Streams(cfg.display, self.delivery, self.sessions.peek, self.agents.secret_values,
-                               _tool_named, self.approvals.asking)
+                               self.tools.get, self.approvals.asking)
         self.turns = TurnExecutor(cfg, self.store, self.sessions, self.delivery, self.notices, self.agents,
                                   self.approvals, self.adapters, self.counters, metrics=self.metrics,
                                   compression=self.compression, usage=self.usage, streams=self.streams)
@@ -188,6 +192,7 @@ class GatewayRunner:
         commands.include(VERBOSE_COMMANDS, VerboseDeps(sessions, store, self.streams))
         commands.include(PAIRING_COMMANDS, self.pairing)
         commands.include(CRON_COMMANDS, CronDeps(store, lambda: self.cron))
+        commands.include(MCP_COMMANDS, self.mcp)
 
     def _build_inbound(self) -> None:
         """The way in: accept (guard 1), dispatch (guard 2), sessions routed to their owner among instances,
@@ -271,6 +276,8 @@ class GatewayRunner:
             self.cron = CronScheduler(self.cron_host())
             await self.cron.start()
         self.spawn(self._announce_ready(), name="sd-ready")
+        # In the background: a server that is slow, hangs or fails to start delays nothing (gateway/mcp/).
+        self.spawn(self.mcp.start(), name="mcp")
         log.info("gateway_started", adapters=list(self.adapters), http=f"{self.cfg.http.host}:{self.http_port}",
                  model=self.cfg.model.name or None, instance=self.instance.id)
 
@@ -376,6 +383,7 @@ class GatewayRunner:
         if self._http:
             await self._http.stop()
         self.turns.pool.shutdown(wait=False, cancel_futures=True)
+        await self.mcp.stop()  # after the turns, which may still be calling them
         if self.egress is not None:  # after the turns: a command still running keeps its network until here
             await asyncio.to_thread(self.egress.stop)
         try:
@@ -416,5 +424,5 @@ class GatewayRunner:
         status = private_status if detail else public_status
         states = {name: status(a) for name, a in self.adapters.items()}
         ready = (not self._stopping and all(a.state == "connected" for a in self.adapters.values())
-                 and not self.faults.conditions())
+                 and not self.faults.blocking())
         return ready, states

@@ -141,7 +141,7 @@ class ApprovalBroker:
 
     async def begin(self, req: Request) -> None:
         try:
-            if req.level != "hardline" and self.cfg.mode == "manual":
+            if req.level != "hardline" and self.cfg.mode == "manual" and req.preset is None:
                 # Re-read, so `herald approvals revoke` in another process takes effect at once (a dangerous
                 # command is rare enough that one indexed read costs nothing).
                 self._always = await self.store.always()
@@ -193,6 +193,8 @@ class ApprovalBroker:
 
     def _auto(self, req: Request) -> tuple[str, str | None, str] | None:
         """(status, scope, message) when nobody needs to be asked."""
+        if req.preset is not None:
+            return req.preset
         if req.level == "hardline":
             return "forbidden", None, Decision.forbidden(req.reason).message
         if req.scheduled:
@@ -205,7 +207,7 @@ class ApprovalBroker:
             return "approved", "off", "Ran without asking (approvals.mode is off)."
         # approvals.allow names commands, not files: it never covers one that runs a file the agent can rewrite.
         covered = (req.verdict.covered_by(self.cfg.allow) if req.verdict is not None
-                   else matches_allowlist(req.command, self.cfg.allow))
+                   else req.kind == "command" and matches_allowlist(req.command, self.cfg.allow))
         if covered and not (req.deps is not None and req.deps.changeable):
             return "approved", "allow", "Ran without asking (listed in approvals.allow)."
         if req.hash in self._always:
@@ -258,6 +260,13 @@ class ApprovalBroker:
                     f"Why it asks: {req.reason}.\n"
                     f"Answer with the buttons, or {hint}, or {deny}. Approving covers this script in this job only "
                     "(a changed script is asked again). "
+                    f"It is denied if nobody answers within {duration(self.timeout_seconds)}.")
+        if req.kind == "mcp":
+            return (f"⚠️ Approval needed (id {req.id})\n"
+                    f"The agent wants to call a tool of an MCP server:\n{fenced(req.display)}\n"
+                    f"Why it asks: {req.reason}.\n"
+                    f"Answer with the buttons, or {hint} (add `session` or `always`: they cover this tool with these "
+                    f"very arguments), or {deny}. "
                     f"It is denied if nobody answers within {duration(self.timeout_seconds)}.")
         files = ""
         if req.deps is not None and req.deps.files:

@@ -30,6 +30,7 @@ FAULT_CLASSES = (
     "platform_rate_limited", "platform_unavailable", "platform_conflict", "platform_rejected",
     "model_rate_limited", "model_error", "model_timeout", "model_stream_cut", "model_bad_output",
     "database_unavailable", "disk_full", "bad_request", "clock_jump",
+    "mcp_server_down", "mcp_call_failed",
 )
 
 
@@ -66,6 +67,7 @@ class Faults:
         self._lock = threading.Lock()
         self._recent: deque[tuple[float, str]] = deque(maxlen=_MAX_RECENT)
         self._conditions: dict[str, tuple[str, str, float]] = {}  # name -> (fault class, reason, since)
+        self._degraded: set[str] = set()  # conditions shown by /readyz that do not make it "not ready"
 
     def record(self, fault: str, **fields: Any) -> None:
         """One fault of class ``fault``: counted, and logged as one event. ``fields`` are plain data (a
@@ -83,14 +85,17 @@ class Faults:
         if fault is not None:
             self.record(fault, kind=kind)
 
-    def begin(self, condition: str, fault: str, reason: str, **fields: Any) -> bool:
+    def begin(self, condition: str, fault: str, reason: str, *, degraded: bool = False, **fields: Any) -> bool:
         """A lasting fault starts (``condition`` names it, e.g. ``database`` or ``telegram``): recorded once,
-        however often it is reported while it lasts; ``/readyz`` is not ready until ``end``. True when it
-        was not already on."""
+        however often it is reported while it lasts; ``/readyz`` is not ready until ``end`` — unless it is
+        ``degraded`` (a part the rest works without, an MCP server): then it is listed and marked so, and the
+        daemon stays ready. True when it was not already on."""
         with self._lock:
             if condition in self._conditions:
                 return False
             self._conditions[condition] = (fault, reason, self._clock())
+            if degraded:
+                self._degraded.add(condition)
         self.record(fault, condition=condition, **fields)
         return True
 
@@ -98,6 +103,7 @@ class Faults:
         """The condition is over (logged once, with how long it lasted). True when it was on."""
         with self._lock:
             entry = self._conditions.pop(condition, None)
+            self._degraded.discard(condition)
         if entry is None:
             return False
         fault, _reason, since = entry
@@ -114,8 +120,15 @@ class Faults:
         now = self._clock()
         with self._lock:
             items = list(self._conditions.items())
-        return {name: {"fault": fault, "reason": reason, "seconds": round(now - since, 1)}
+            degraded = set(self._degraded)
+        return {name: {"fault": fault, "reason": reason, "seconds": round(now - since, 1),
+                       **({"degraded": True} if name in degraded else {})}
                 for name, (fault, reason, since) in items}
+
+    def blocking(self) -> list[str]:
+        """The conditions that make ``/readyz`` not ready (all but the degraded ones)."""
+        with self._lock:
+            return [name for name in self._conditions if name not in self._degraded]
 
     def recent(self, seconds: float = RECENT_SECONDS) -> dict[str, int]:
         """Faults per class over the last ``seconds``."""

@@ -257,6 +257,16 @@ class TransientError(DeliveryError):
     """Worth retrying with backoff (network trouble, 5xx)."""
 
 
+class MaybeSent(TransientError):
+    """The connection failed after the request may have reached the platform (gateway/platforms/sent.py): the
+    message may be showing already. ``recognised_for``: seconds the platform recognises a resend by its
+    idempotency key (Discord's nonce: a few minutes); 0, a resend shows twice, so delivery announces it."""
+
+    def __init__(self, message: str, recognised_for: float = 0.0) -> None:
+        super().__init__(message)
+        self.recognised_for = recognised_for
+
+
 class PermanentError(DeliveryError):
     """Retrying won't help (blocked by the user, chat not found, no rights)."""
 

@@ -39,7 +39,7 @@ from gateway.platforms.base import (
 from gateway.platforms.slack.inbound import LOOKUP_BUDGET, Deadline, SlackInbound
 from gateway.platforms.slack.mrkdwn import MRKDWN
 from gateway.platforms.slack.outbound import MAX_TEXT, SlackOutbound
-from gateway.platforms.slack.transport import file_hosts, http_session, web_client
+from gateway.platforms.slack.transport import file_hosts, http_session, web_client, webhook_client
 
 if TYPE_CHECKING:
     from gateway.platforms.slack.config import SlackConfig
@@ -350,9 +350,7 @@ class SlackAdapter(PlatformAdapter):
     # ---- outbound --------------------------------------------------------------------------------
 
     def _webhook(self, url: str) -> Any:
-        from slack_sdk.webhook.async_client import AsyncWebhookClient
-
-        return AsyncWebhookClient(url, session=self._session, timeout=10)
+        return webhook_client(url, self._session)
 
     async def answer_press(self, press: ButtonPress, notice: str | None) -> bool:
         """The notice only the presser sees: chat.postEphemeral, else the press's response_url."""

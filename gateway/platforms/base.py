@@ -34,6 +34,14 @@ from gateway.kernel.chunking import Dialect as Dialect  # adapters declare their
 from gateway.kernel.faults import Unavailable as Unavailable  # adapters catch it from the contract
 from gateway.kernel.health import kind_of
 from gateway.kernel.logs import redact
+from gateway.platforms.errors import CredentialRejected as CredentialRejected  # the contract's, kept in errors.py
+from gateway.platforms.errors import DeliveryError as DeliveryError
+from gateway.platforms.errors import FormattingError as FormattingError
+from gateway.platforms.errors import MaybeSent as MaybeSent
+from gateway.platforms.errors import PermanentError as PermanentError
+from gateway.platforms.errors import RateLimited as RateLimited
+from gateway.platforms.errors import ShuttingDown as ShuttingDown
+from gateway.platforms.errors import TransientError as TransientError
 from gateway.platforms.files import FileUnavailable as FileUnavailable  # the contract's too, kept in files.py
 from gateway.platforms.files import TooBig as TooBig
 from gateway.platforms.files import file_ref as file_ref
@@ -233,46 +241,6 @@ class Accepted:
     resume_turn: bool = False  # recovered after a restart with steps of its turn already stored
     recovered: bool = False  # taken over after a restart: the outbox may hold part of its answer already
     queued_ms: float | None = None  # receipt -> turn start, for the turn's one info-level log line
-
-
-class CredentialRejected(Exception):
-    """The platform refused a credential (wrong, revoked): ``str()`` is what it said, never the credential."""
-
-
-class ShuttingDown(Exception):
-    """New messages are refused while the daemon drains."""
-
-
-class DeliveryError(Exception):
-    """Raised by ``send``/``edit``. The delivery layer decides what to do from the subclass."""
-
-
-class RateLimited(DeliveryError):
-    def __init__(self, retry_after: float, message: str = "rate limited") -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class TransientError(DeliveryError):
-    """Worth retrying with backoff (network trouble, 5xx)."""
-
-
-class MaybeSent(TransientError):
-    """The connection failed after the request may have reached the platform (gateway/platforms/sent.py): the
-    message may be showing already. ``recognised_for``: seconds the platform recognises a resend by its
-    idempotency key (Discord's nonce: a few minutes); 0, a resend shows twice, so delivery announces it."""
-
-    def __init__(self, message: str, recognised_for: float = 0.0) -> None:
-        super().__init__(message)
-        self.recognised_for = recognised_for
-
-
-class PermanentError(DeliveryError):
-    """Retrying won't help (blocked by the user, chat not found, no rights)."""
-
-
-class FormattingError(DeliveryError):
-    """The platform rejected the formatted text; the delivery layer resends it plain."""
 
 
 AdapterState = Literal["stopped", "starting", "connected", "retrying", "failed", "disabled"]

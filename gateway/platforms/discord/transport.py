@@ -24,7 +24,7 @@ from discord.gateway import DiscordWebSocket
 from discord.http import Route
 
 from gateway.platforms.base import MaybeSent, PermanentError, RateLimited, TransientError
-from gateway.platforms.sent import may_have_arrived
+from gateway.platforms.errors import may_have_arrived
 
 DISCORD_API = "https://discord.com/api/v10"
 DISCORD_GATEWAY = "wss://gateway.discord.gg/"

@@ -20,7 +20,7 @@ import structlog
 from gateway.kernel.chunking import utf16_len
 from gateway.platforms.base import Button, Outbound, OutboundMessage, PermanentError, TransientError
 from gateway.platforms.buttons import ButtonIds
-from gateway.platforms.sent import may_have_arrived
+from gateway.platforms.errors import may_have_arrived
 from gateway.platforms.slack.mrkdwn import to_mrkdwn, unescape
 from gateway.platforms.slack.transport import map_error, slack_error
 

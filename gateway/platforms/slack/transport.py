@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gateway.platforms.base import FormattingError, MaybeSent, PermanentError, RateLimited, TransientError
-from gateway.platforms.sent import may_have_arrived
+from gateway.platforms.errors import may_have_arrived
 
 DEFAULT_BASE_URL = "https://slack.com/api/"
 # Slack refused the formatting (blocks, or text it could not take): the same words go again as plain text.

@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 from gateway.platforms.base import MaybeSent, PermanentError, RateLimited, TransientError
-from gateway.platforms.sent import may_have_arrived
+from gateway.platforms.errors import may_have_arrived
 
 # Opt in to PTB's future timedelta periods (RetryAfter.retry_after, ...): it warns on every 429 otherwise, and
 # retry_seconds reads both forms.

@@ -143,6 +143,9 @@ class GatewayConfig(_Model):
     max_concurrent_turns: int = Field(default=16, ge=1, le=512)
     turn_timeout_seconds: float = Field(default=900.0, gt=0)
     drain_seconds: float = Field(default=30.0, ge=0)
+    # Turns of one message that may begin and take the daemon down with them (an OOM kill, a crash) before the
+    # message is set aside instead of run again (gateway/turns/attempts.py).
+    max_attempts: int = Field(default=3, ge=1, le=1000)
     # Tokens (in + out) one user may spend per day (local midnight to midnight); None = no limit. Cron runs
     # are nobody's.
     daily_token_budget: int | None = Field(default=None, ge=1)

@@ -70,6 +70,7 @@ from gateway.session.manager import SessionManager
 from gateway.storage.store import Store
 from gateway.turns import sandboxing
 from gateway.turns.agents import AgentFactory
+from gateway.turns.attempts import Attempts
 from gateway.turns.compression import COMPRESS_COMMANDS, Compressor
 from gateway.turns.executor import TurnExecutor
 from gateway.turns.lanes import Lanes
@@ -170,9 +171,11 @@ class GatewayRunner:
                                       lambda key: self.lanes.busy(key) is not None)
         self.streams = Streams(cfg.display, self.delivery, self.sessions.peek, self.agents.secret_values,
                                self.tools.get, self.approvals.asking)
+        self.attempts = Attempts(self.store, self.notices, cfg.gateway.max_attempts, self.counters)
         self.turns = TurnExecutor(cfg, self.store, self.sessions, self.delivery, self.notices, self.agents,
                                   self.approvals, self.adapters, self.counters, metrics=self.metrics,
-                                  compression=self.compression, usage=self.usage, streams=self.streams)
+                                  compression=self.compression, usage=self.usage, streams=self.streams,
+                                  attempts=self.attempts)
         self.lanes = Lanes(cfg.gateway, self.store, self.notices, self, self.instance, self.counters, self.turns.run,
                            routed=self.bus.enabled)
 
@@ -200,10 +203,11 @@ class GatewayRunner:
         self.dispatcher = Dispatcher(self.store, self.access, self.commands, self.lanes, self.delivery, self)
         dispatch = self.dispatcher.dispatch
         self.router = SessionRouter(self.store, self.instance, self.bus, self.lanes, dispatch, self.adapters,
-                                    self.commands, self.notices, self, self.sessions.forget, self.counters)
+                                    self.commands, self.notices, self, self.sessions.forget, self.counters,
+                                    attempts=self.attempts)
         routed = self.router.enabled
         self.recovery = Recovery(self.store, self.instance, self.lanes, self.commands, self.notices,
-                                 take_over=self.router.take_over if routed else None)
+                                 take_over=self.router.take_over if routed else None, attempts=self.attempts)
         self.inbound = Inbound(self.cfg, self.store, self.access, self.commands, dispatch, self.notices,
                                self.instance, self, self.counters, self.faults,
                                route=self.router.accept if routed else None, on_denied=self.pairing.denied,

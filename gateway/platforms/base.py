@@ -34,6 +34,14 @@ from gateway.kernel.chunking import Dialect as Dialect  # adapters declare their
 from gateway.kernel.faults import Unavailable as Unavailable  # adapters catch it from the contract
 from gateway.kernel.health import kind_of
 from gateway.kernel.logs import redact
+from gateway.platforms.errors import CredentialRejected as CredentialRejected  # the contract's, kept in errors.py
+from gateway.platforms.errors import DeliveryError as DeliveryError
+from gateway.platforms.errors import FormattingError as FormattingError
+from gateway.platforms.errors import MaybeSent as MaybeSent
+from gateway.platforms.errors import PermanentError as PermanentError
+from gateway.platforms.errors import RateLimited as RateLimited
+from gateway.platforms.errors import ShuttingDown as ShuttingDown
+from gateway.platforms.errors import TransientError as TransientError
 from gateway.platforms.files import FileUnavailable as FileUnavailable  # the contract's too, kept in files.py
 from gateway.platforms.files import TooBig as TooBig
 from gateway.platforms.files import file_ref as file_ref
@@ -235,36 +243,6 @@ class Accepted:
     queued_ms: float | None = None  # receipt -> turn start, for the turn's one info-level log line
 
 
-class CredentialRejected(Exception):
-    """The platform refused a credential (wrong, revoked): ``str()`` is what it said, never the credential."""
-
-
-class ShuttingDown(Exception):
-    """New messages are refused while the daemon drains."""
-
-
-class DeliveryError(Exception):
-    """Raised by ``send``/``edit``. The delivery layer decides what to do from the subclass."""
-
-
-class RateLimited(DeliveryError):
-    def __init__(self, retry_after: float, message: str = "rate limited") -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class TransientError(DeliveryError):
-    """Worth retrying with backoff (network trouble, 5xx)."""
-
-
-class PermanentError(DeliveryError):
-    """Retrying won't help (blocked by the user, chat not found, no rights)."""
-
-
-class FormattingError(DeliveryError):
-    """The platform rejected the formatted text; the delivery layer resends it plain."""
-
-
 AdapterState = Literal["stopped", "starting", "connected", "retrying", "failed", "disabled"]
 
 
@@ -421,6 +399,8 @@ class PlatformAdapter(abc.ABC):
         self.state: AdapterState = "stopped"
         self._last_error: str | None = None
         self.error_kind: str | None = None  # the class of last_error: all that /readyz shows of it
+        self._told_unavailable: set[str] = set()  # chats told, during this outage of the store, it cannot take
+        self._notices: set[asyncio.Task[None]] = set()
 
     @property
     def last_error(self) -> str | None:
@@ -543,9 +523,43 @@ class PlatformAdapter(abc.ABC):
 
         The message is durable when this returns: acknowledge the platform now. Raises ``ShuttingDown``
         while the daemon drains, and ``Unavailable`` while it cannot store messages (its database is down, its
-        disk full): do not acknowledge then, so the platform redelivers later.
+        disk full): do not acknowledge then, so the platform redelivers (its sender is told: ``tell_unavailable``).
         """
-        return await self.gateway.accept(self, msg) is not None
+        try:
+            accepted = await self.gateway.accept(self, msg)
+        except Unavailable as exc:
+            self.tell_unavailable(msg, exc.reason)
+            raise
+        self._told_unavailable.clear()  # the store takes messages again: the next outage is told anew
+        return accepted is not None
+
+    def unavailable_notice(self, msg: InboundMessage, reason: str) -> str | None:
+        """What the sender of ``msg``, refused while the gateway cannot store messages, is told: what really happens
+        to it here (handed over again and answered later, or refused: send it again); None: told another way."""
+        return (f"⚠️ Herald cannot take messages right now ({reason}). If I have not answered yours once this is "
+                "fixed, please send it again.")
+
+    def tell_unavailable(self, msg: InboundMessage, reason: str) -> None:
+        """Tell ``msg``'s sender that it was refused (``unavailable_notice``): once per chat while the store is out,
+        each time for a message answered privately (a command: its reply handle). Sent straight through ``send``,
+        not delivery, whose outbox is in the store that is out; returns at once."""
+        text = self.unavailable_notice(msg, reason)
+        chat, private = msg.source.chat_id, msg.reply_handle is not None
+        if text is None or (not private and chat in self._told_unavailable) or \
+                not self.gateway.may_talk(msg.source, self.trusted):  # strangers hear nothing of the daemon's state
+            return
+        if not private:
+            self._told_unavailable.add(chat)
+        out = OutboundMessage(text, thread_id=msg.source.thread_id, reply_handle=msg.reply_handle, ephemeral=private)
+        task = asyncio.create_task(self._say_unavailable(chat, out), name=f"{self.name}:unavailable")
+        self._notices.add(task)
+        task.add_done_callback(self._notices.discard)
+
+    async def _say_unavailable(self, chat_id: str, out: OutboundMessage) -> None:
+        try:
+            await self.send(chat_id, self.render(out.text), out)
+        except Exception as exc:
+            log.info("unavailable_notice_failed", platform=self.name, error=type(exc).__name__)
 
     def press(self, press: ButtonPress) -> None:
         """Hand a button press to the gateway; returns at once (acknowledge the platform now)."""

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 
 from gateway.storage.db import Database
 from gateway.storage.inbox import NotExpected, expected_params, inbox_update
-from gateway.storage.tables import messages, sessions
+from gateway.storage.tables import inbox, messages, sessions
 
 HISTORY_CACHE_SESSIONS = 256
 
@@ -138,6 +138,30 @@ class MessageStore:
             tail.extend(_openai_message(m) for m in msgs)
             if len(tail) > 2 * limit:  # trimmed now and then, not on every append
                 tail[:] = _from_user_message(tail[-limit:])
+
+    async def park(self, inbox_id: int, error: str) -> bool:
+        """Set a pending message aside for good (gateway/turns/attempts.py): its row ``parked`` and what its turns
+        stored hidden from the model (``hidden_by`` "parked"), in one transaction. False when the row was not
+        pending (finished, or parked, elsewhere)."""
+        now = time.time()
+        moved = (update(inbox).where(and_(inbox.c.id == inbox_id, inbox.c.status == "pending"))
+                 .values(status="parked", error=error, updated_at=now))
+        own = and_(messages.c.inbox_id == inbox_id, _VISIBLE)
+        hide = update(messages).where(own).values(hidden_at=now, hidden_by="parked")
+
+        def op(conn: Connection) -> set[str] | None:
+            if not conn.execute(moved).rowcount:
+                return None
+            touched = set(conn.execute(select(messages.c.session_id).where(own).distinct()).scalars())
+            conn.execute(hide)
+            return touched
+
+        sessions_changed = await self.db.run_write(op)
+        if sessions_changed is None:
+            return False
+        for session_id in sessions_changed:
+            self.changed(session_id)
+        return True
 
     def changed(self, session_id: str) -> None:
         """Messages of the session changed other than by ``append`` (hidden by /undo, /retry): the cached

@@ -72,7 +72,7 @@ class Retention:
             await asyncio.sleep(self.period)
 
 
-_FINISHED = ("done", "failed", "cancelled", "rejected", "denied")
+_FINISHED = ("done", "failed", "cancelled", "rejected", "denied", "parked")
 
 
 def _delete_idle(conn: Connection, cutoff: float, batch: int) -> tuple[dict[str, int], set[str]]:

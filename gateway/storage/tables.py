@@ -119,7 +119,8 @@ inbox = Table(
     Column("platform_message_id", String(256), nullable=False),
     Column("session_key", String(512), nullable=False),
     Column("payload", JSON, nullable=False),
-    # pending -> replied (answer stored, delivery under way) -> done | failed | cancelled | rejected | denied
+    # pending -> replied (answer stored, delivery under way) -> done | failed | cancelled | rejected | denied,
+    # or parked (its turns kept taking the daemon down: never taken up again; gateway/turns/attempts.py)
     Column("status", String(16), nullable=False),
     Column("reply", Text, nullable=True),
     Column("error", Text, nullable=True),
@@ -129,6 +130,10 @@ inbox = Table(
     # once its owner is gone or the lease ran out (instances renew their leases while they live).
     Column("owner", String(300), nullable=True),
     Column("lease_until", Float, nullable=True),
+    # How many turns of the message began computing, counted before each one computes: a turn that takes the
+    # process down with it (an OOM kill, a native crash) has counted, and past gateway.max_attempts the
+    # message is parked instead of run again.
+    Column("attempts", Integer, nullable=False, default=0, server_default="0"),
     UniqueConstraint("platform", "platform_message_id", name="uq_inbox_platform_message"),
     Index("ix_inbox_status", "status"),
     Index("ix_inbox_session_owner", "session_key", "owner", "status"),

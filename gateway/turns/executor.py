@@ -33,6 +33,7 @@ from gateway.session.manager import SessionManager
 from gateway.storage.inbox import NotExpected
 from gateway.storage.store import Store
 from gateway.turns.agents import AgentFactory
+from gateway.turns.attempts import Attempts
 from gateway.turns.compression import Compressor
 from gateway.turns.journal import TurnJournal
 from gateway.turns.lanes import Lane, Turn
@@ -127,8 +128,11 @@ class TurnExecutor:
     def __init__(self, cfg: Config, store: Store, sessions: SessionManager, delivery: Delivery, notifier: Notifier,
                  agents: AgentFactory, approvals: Any, adapters: Adapters, counters: Counters, *,
                  metrics: Metrics | None = None, compression: Compressor | None = None,
-                 usage: UsageLedger | None = None, streams: Any = None) -> None:
+                 usage: UsageLedger | None = None, streams: Any = None, attempts: Attempts | None = None) -> None:
         self.cfg = cfg
+        # Each turn's start counted on its inbox row before it computes; a poison message parked instead
+        # (gateway/turns/attempts.py).
+        self.attempts = attempts or Attempts(store, notifier, cfg.gateway.max_attempts, counters)
         self.streams = streams  # gateway.outbound.streaming.Streams: replies shown as they are written
         self.metrics = metrics or NULL_METRICS
         self.store = store
@@ -215,6 +219,17 @@ class TurnExecutor:
             slot.finish()
             await self._abandoned(adapter, item, journal, turn.abandoned.result(), turn.last_step)
             return
+        try:
+            # Durable before the thread starts: a turn that takes the process down with it has counted.
+            may_run = await self.attempts.begin(item)
+        except BaseException:
+            lane.turn = None
+            slot.finish()
+            raise
+        if not may_run:  # parked: its turns kept taking the daemon down
+            lane.turn = None
+            slot.finish()
+            return
         self.counters.turns_started += 1
         item.queued_ms = round((time.time() - item.msg.received_at) * 1000, 2)
         log.debug("turn_started", queued_ms=item.queued_ms, resumed=item.resume_turn)
@@ -235,7 +250,7 @@ class TurnExecutor:
             await self._record_usage(meter, journal.session_id, item.inbox_id, source.platform, source.user_id)
         if turn.abandoned.done() and not future.done():
             future.add_done_callback(_swallow)
-            await self._abandoned(adapter, item, journal, turn.abandoned.result(), turn.last_step, live)
+            await self._abandoned(adapter, item, journal, turn.abandoned.result(), turn.last_step, live, counted=True)
             return
         turn.abandon("finished")
         try:
@@ -327,11 +342,15 @@ class TurnExecutor:
                   total_ms=round(total * 1000, 2))
 
     async def _abandoned(self, adapter: PlatformAdapter, item: Accepted, journal: TurnJournal, reason: str,
-                         last_step: str, live: Any = NO_LIVE) -> None:
+                         last_step: str, live: Any = NO_LIVE, counted: bool = False) -> None:
+        """``counted``: the turn had begun computing (``Attempts.begin`` counted it)."""
         source = item.msg.source
         log.info("turn_abandoned", reason=reason)
         if reason == "shutdown":
-            # The inbox row stays unfinished: the message is answered after the restart, not lost.
+            # The inbox row stays unfinished: the message is answered after the restart, not lost. A clean
+            # shutdown is no crash of the turn's making: its attempt does not count.
+            if counted:
+                await self.attempts.give_back(item.inbox_id)
             await journal.close(reason, None, last_step)
             await live.abandon(reason)
             await self.notifier.notify(source, "⚠️ Herald is restarting and had to cut this turn short; "

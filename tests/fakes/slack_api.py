@@ -16,7 +16,9 @@ each envelope's ack (``{"envelope_id": ...}``) is recorded in ``acked_at`` again
 ``disconnect`` message (the client must reconnect), ``drop()`` closes the sockets without a word.
 
 Faults on demand: ``fail(method, kind, channel=..., times=...)`` with kind "429" (HTTP 429 + Retry-After),
-"500", "drop" (connection closed) or any Slack error code ("channel_not_found", "invalid_blocks" ...);
+"500", "drop" (connection closed before anything was done), "reset" (the call is carried out — a message
+posted — and then the connection is reset instead of answered) or any Slack error code ("channel_not_found",
+"invalid_blocks" ...);
 ``flood(channel, seconds)`` makes every post to that channel answer 429 until the window ends;
 ``delays[method] = seconds`` makes a method slow, ``file_delay`` every file download.
 """
@@ -29,6 +31,8 @@ import hmac
 import itertools
 import json
 import secrets
+import socket
+import struct
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -46,6 +50,16 @@ BOT_ID = "B0HERALD"
 APP_ID = "A0HERALD"
 SECTION_MAX = 3000  # a section block's text
 TEXT_MAX = 40_000  # chat.postMessage's text
+
+
+def reset(request: web.Request) -> None:
+    """Abort the request's connection with a TCP reset (no answer, no orderly close)."""
+    transport = request.transport
+    assert transport is not None
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
 
 
 def utf16_len(text: str) -> int:
@@ -360,6 +374,12 @@ class FakeSlack(PlatformFake[SlackMessage]):
             else:
                 del self.floods[channel]
         if fault is not None:
+            if fault.kind == "reset":
+                handler = getattr(self, "_m_" + method.replace(".", "_"), None)
+                if handler is not None:
+                    await handler(p)
+                reset(request)
+                return web.Response()
             if fault.kind == "drop":
                 assert request.transport is not None
                 request.transport.close()

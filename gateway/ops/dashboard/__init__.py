@@ -1,6 +1,6 @@
 """The operator's dashboard at ``/dashboard``, on the daemon's own http app: adapters, sessions (with reset),
 pending approvals (Approve / Deny), cron jobs with their run history ("ran" apart from "delivered"), recent
-delivery failures.
+delivery failures, messages parked because their turns kept taking the daemon down.
 
 The pages themselves (``/dashboard``, ``/dashboard/cron/{id}``) are one static shell that needs no token; what
 they show comes from ``/api/v1/dashboard/…``, behind the owner's bearer token like all of ``/api/``
@@ -111,7 +111,7 @@ class Dashboard:
 
     async def overview(self) -> Overview:
         _, adapters = self.readiness(detail=True)
-        rows, jobs, failures = await self.read(overview_rows)
+        rows, jobs, failures, parked = await self.read(overview_rows)
         now = time.time()
         sessions = []
         for row in rows:
@@ -124,7 +124,8 @@ class Dashboard:
                       "requested_by": r.source.user_name or r.source.user_id, "command": r.display,
                       "reason": r.reason, "created_at": r.created_at, "scheduled": r.scheduled}
                      for r in list(self.approvals.pending.values())]
-        return Overview(adapters, sessions, approvals, jobs, failures, self.lanes.running(), self.lanes.waiting())
+        return Overview(adapters, sessions, approvals, jobs, failures, parked, self.lanes.running(),
+                        self.lanes.waiting())
 
     # ---- handlers -----------------------------------------------------------------------------------
 

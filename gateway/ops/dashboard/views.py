@@ -48,7 +48,7 @@ def _table(head: list[str], rows: list[str], empty: str) -> str:
 
 def overview(data: Overview) -> str:
     return "".join([_summary(data), _adapters(data.adapters), _approvals(data.approvals),
-                    _sessions(data.sessions), _jobs(data.jobs), _failures(data.failures)])
+                    _sessions(data.sessions), _jobs(data.jobs), _failures(data.failures), _parked(data.parked)])
 
 
 def _summary(data: Overview) -> str:
@@ -137,6 +137,17 @@ def _failures(items: list[dict[str, Any]]) -> str:
                     f'<td class="error">{e(f.get("error") or "")}</td></tr>')
     return _section("Recent delivery failures", "failures", _table(["when", "what", "to", "error"], rows,
                                                                    "No failed deliveries."), len(items))
+
+
+def _parked(items: list[dict[str, Any]]) -> str:
+    rows = []
+    for p in items:
+        rows.append(f'<tr data-parked="{e(p["id"])}"><td>{ts(p["at"])}</td><td>{e(p["where"])}</td>'
+                    f'<td>{e(p.get("who") or "")}</td><td><pre>{e(p["text"])}</pre></td>'
+                    f'<td class="num">{e(p["attempts"])}</td><td class="error">{e(p.get("error") or "")}</td></tr>')
+    return _section("Parked messages", "parked",
+                    _table(["when", "chat", "from", "message", "turns begun", "why"], rows,
+                           "No message was set aside."), len(items))
 
 
 def job_page(job: dict[str, Any] | None, runs: list[dict[str, Any]]) -> str:

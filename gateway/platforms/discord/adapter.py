@@ -56,6 +56,14 @@ DOWNLOAD_TIMEOUT = 120.0
 RESTARTING = "Herald is restarting; please try again in a moment."
 
 
+def _duration(seconds: float) -> str:
+    if seconds >= 86400 and seconds % 86400 == 0:
+        return f"{seconds / 86400:g} day" + ("s" if seconds != 86400 else "")
+    if seconds >= 3600:
+        return f"{seconds / 3600:g} hour" + ("s" if seconds != 3600 else "")
+    return f"{max(round(seconds / 60), 1)} minute" + ("s" if seconds >= 90 else "")
+
+
 class InvalidToken(Exception):
     """The token was refused (named so that /readyz gives the operator its hint: check the token)."""
 
@@ -234,8 +242,8 @@ class DiscordAdapter(PlatformAdapter):
             return "left"
         try:
             return "taken" if await self.accept(msg) else "left"
-        except ShuttingDown:
-            return "failed"
+        except (ShuttingDown, Unavailable):
+            return "failed"  # read back from the channel's history shortly (its sender told by accept)
         except Exception as exc:
             log.error("discord_accept_failed", message_id=message.id, error=f"{type(exc).__name__}: {exc}")
             return "failed"
@@ -274,12 +282,20 @@ class DiscordAdapter(PlatformAdapter):
             await self.accept(msg)
         except ShuttingDown:
             await self._say(msg, RESTARTING)
-        except Unavailable as exc:
-            await self._say(msg, f"Herald cannot take this right now ({exc.reason}); please send it again in a "
-                                 "moment.")
+        except Unavailable:
+            pass  # told by accept, in place of "thinking…" (unavailable_notice)
         except Exception as exc:
             log.error("discord_accept_failed", interaction_id=interaction.id, error=f"{type(exc).__name__}: {exc}")
             await self._say(msg, f"That did not work ({type(exc).__name__}); please try again.")
+
+    def unavailable_notice(self, msg: InboundMessage, reason: str) -> str | None:
+        if msg.reply_handle is not None or self.cfg.backfill_max_age <= 0:  # nothing brings it back
+            return f"Herald cannot take this right now ({reason}); please send it again in a moment."
+        # A message is read back from its channel's history once the store takes it (backfill.py), as far back
+        # as backfill_max_age.
+        return (f"⚠️ Herald cannot take messages right now ({reason}). I'll read your message back and answer it "
+                f"once this is fixed, if that is within {_duration(self.cfg.backfill_max_age)}; after that, please "
+                "send it again.")
 
     async def _accept_refused(self, msg: InboundMessage) -> None:
         """Recorded as denied like any stranger's message (and a DM gets its pairing code)."""

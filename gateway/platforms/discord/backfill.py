@@ -115,6 +115,11 @@ class ChannelLog:
             return True  # read back from history already
         outcome = await self.process(message)
         if outcome == "failed":
+            if cursor is None:
+                # A channel not tracked yet is read back from a cursor too: without one, a first message the
+                # inbox could not take there (the store down) would never be read again.
+                self.cursors[channel] = message.id - 1
+                self._dirty.add(channel)
             self._stuck.add(channel)
             self._retry(channel)
             return False

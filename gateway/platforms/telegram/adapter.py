@@ -31,7 +31,6 @@ from gateway.platforms.base import (
     CredentialRejected,
     FileUnavailable,
     InboundMessage,
-    OutboundMessage,
     PlatformAdapter,
     ShuttingDown,
     TooBig,
@@ -83,7 +82,6 @@ class TelegramAdapter(PlatformAdapter):
         self._webhook_secret: str | None = None
         self._answering: set[asyncio.Task[bool]] = set()
         self._unanswered: dict[str, asyncio.TimerHandle] = {}  # callback_query_id -> its deadline's answer
-        self._told_unavailable: set[str] = set()  # chats told Herald cannot store messages now
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
@@ -316,39 +314,21 @@ class TelegramAdapter(PlatformAdapter):
                 return index
             except Unavailable as exc:
                 # Not confirmed: Telegram hands this update (and the ones after it) out again on the next poll.
+                # Its sender was told so by accept; everyone whose message waits behind it is told too.
                 log.warning("telegram_update_refused", update_id=update.update_id, reason=exc.reason)
-                for waiting in normalised[index:]:  # everyone whose message waits behind this one is told too
+                for waiting in normalised[index + 1:]:
                     if isinstance(waiting, InboundMessage):
-                        self._tell_unavailable(waiting.source, exc.reason)
+                        self.tell_unavailable(waiting, exc.reason)
                 return index
             except Exception as exc:
                 log.error("telegram_accept_failed", update_id=update.update_id, error=f"{type(exc).__name__}: {exc}")
                 return index
-            if self._told_unavailable:
-                self._told_unavailable.discard(item.source.chat_id)
         return len(updates)
 
-    def _tell_unavailable(self, source: Any, reason: str) -> None:
-        """Once per chat while Herald cannot store messages: say so, so the silence has a reason. Sent straight
-        through the Bot API (the outbox is in the database that cannot be written); the message itself is
-        answered when Telegram hands it out again after the fault."""
-        if source.chat_id in self._told_unavailable or self.bot is None:
-            return
-        self._told_unavailable.add(source.chat_id)
-        text = (f"⚠️ Herald cannot take messages right now ({reason}). Your message is kept and will be answered "
+    def unavailable_notice(self, msg: InboundMessage, reason: str) -> str | None:
+        # Left unconfirmed, an update is handed out again (Telegram keeps it for a day): it is answered then.
+        return (f"⚠️ Herald cannot take messages right now ({reason}). Your message is kept and will be answered "
                 "once this is fixed.")
-
-        async def say() -> bool:
-            try:
-                await self.outbound.send(source.chat_id, text, OutboundMessage(text, thread_id=source.thread_id))
-            except Exception as exc:
-                log.info("telegram_notice_failed", error=type(exc).__name__)
-                return False
-            return True
-
-        task = asyncio.create_task(say(), name="telegram:unavailable")
-        self._answering.add(task)
-        task.add_done_callback(self._answering.discard)
 
     def _take_press(self, press: ButtonPress) -> None:
         query_id = (press.reply_handle or {}).get("callback_query_id")

@@ -239,6 +239,11 @@ class WebAdapter(PlatformAdapter):
             web.get("/api/v1/chats/{chat_id}/events", self._events),
         ]
 
+    def unavailable_notice(self, msg: InboundMessage, reason: str) -> str | None:
+        # The POST that carried it is answered 503 with the reason (gateway/ops/http.py), and the page shows
+        # that; a notice in the chat would need the chat's log, which is in the store that is out.
+        return None
+
     async def _page(self, request: web.Request) -> web.Response:
         page = resources.files(__package__).joinpath("static/index.html").read_text()
         return web.Response(text=page, content_type="text/html", headers={"Cache-Control": "no-store"})

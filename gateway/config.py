@@ -137,7 +137,9 @@ class DisplayConfig(_Model):
 
 
 class GatewayConfig(_Model):
-    busy_mode: Literal["queue", "interrupt"] = "queue"
+    # A message sent while a turn runs: queue (answered after it), interrupt (stops it, answered instead) or
+    # steer (the running turn reads it before its next step; answered after it when the turn ends first).
+    busy_mode: Literal["queue", "interrupt", "steer"] = "queue"
     max_queue: int = Field(default=20, ge=1, le=10_000)
     max_concurrent_turns: int = Field(default=16, ge=1, le=512)
     turn_timeout_seconds: float = Field(default=900.0, gt=0)

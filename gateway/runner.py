@@ -65,6 +65,8 @@ from gateway.platforms.base import (
 from gateway.session.history import History
 from gateway.session.manager import SessionManager
 from gateway.storage.store import Store
+from gateway.talk.clarify import BUTTON_PREFIX as CLARIFY_PREFIX
+from gateway.talk.clarify import ClarifyBroker
 from gateway.turns import sandboxing
 from gateway.turns.agents import AgentFactory
 from gateway.turns.compression import COMPRESS_COMMANDS, Compressor
@@ -113,6 +115,7 @@ class GatewayRunner:
         self._build_access()
         self._build_agent()
         self._build_approvals()
+        self._build_talk()
         self._build_turns()
         self._build_commands()
         self._build_inbound()
@@ -158,6 +161,15 @@ class GatewayRunner:
                                         self.adapters, self.access, self, self.instance, self.agents.secret_values,
                                         metrics=self.metrics, remote=remote)
 
+    def _build_talk(self) -> None:
+        """The agent in the conversation: the questions it asks (clarify)."""
+        self.clarify = ClarifyBroker(self.cfg, self.store, self.delivery, self.notices, self.adapters, self.access,
+                                     self, self.instance)
+
+    def _asking(self, key: str) -> bool:
+        """A person is being asked for this session's turn: an approval prompt or the agent's question is up."""
+        return self.approvals.asking(key) or self.clarify.asking(key)
+
     def _build_turns(self) -> None:
         """A turn's parts, the executor that runs it, and the session lanes that feed the executor."""
         cfg = self.cfg
@@ -165,7 +177,7 @@ class GatewayRunner:
         self.compression = Compressor(cfg, self.store, self.sessions, lambda: self.agents.agent, self.usage,
                                       lambda key: self.lanes.busy(key) is not None)
         self.streams = Streams(cfg.display, self.delivery, self.sessions.peek, self.agents.secret_values,
-                               _tool_named, self.approvals.asking)
+                               _tool_named, self._asking)
         self.turns = TurnExecutor(cfg, self.store, self.sessions, self.delivery, self.notices, self.agents,
                                   self.approvals, self.adapters, self.counters, metrics=self.metrics,
                                   compression=self.compression, usage=self.usage, streams=self.streams)
@@ -192,7 +204,8 @@ class GatewayRunner:
     def _build_inbound(self) -> None:
         """The way in: accept (guard 1), dispatch (guard 2), sessions routed to their owner among instances,
         recovery of what was left unfinished, and the supervisor that keeps adapters connected."""
-        self.dispatcher = Dispatcher(self.store, self.access, self.commands, self.lanes, self.delivery, self)
+        self.dispatcher = Dispatcher(self.store, self.access, self.commands, self.lanes, self.delivery, self,
+                                     answers=self.clarify.take)
         dispatch = self.dispatcher.dispatch
         self.router = SessionRouter(self.store, self.instance, self.bus, self.lanes, dispatch, self.adapters,
                                     self.commands, self.notices, self, self.sessions.forget, self.counters)
@@ -202,7 +215,8 @@ class GatewayRunner:
         self.inbound = Inbound(self.cfg, self.store, self.access, self.commands, dispatch, self.notices,
                                self.instance, self, self.counters, self.faults,
                                route=self.router.accept if routed else None, on_denied=self.pairing.denied,
-                               buttons={BUTTON_PREFIX: self.approvals.handle_button})
+                               buttons={BUTTON_PREFIX: self.approvals.handle_button,
+                                        CLARIFY_PREFIX: self.clarify.handle_button})
         self.supervisor = Supervisor(self.adapters, self.locks, self.recovery, self.instance, self)
         if routed:
             self.bus.on("session-reset", self._reset_elsewhere)
@@ -248,6 +262,7 @@ class GatewayRunner:
         self.agents.build()
         self._build_adapters()
         await self.approvals.start()  # approvals left pending by a gone instance: denied; users told
+        await self.clarify.start()  # so are the agent's questions: withdrawn, the person told
         from gateway.ops.dashboard import Dashboard
         from gateway.ops.http import HttpServer
 
@@ -334,7 +349,7 @@ class GatewayRunner:
 
     def _tool_extras(self) -> dict[str, Any]:
         """What every turn's tools reach besides the chat: the memory book, and the scheduler while cron runs."""
-        extras: dict[str, Any] = {"memory_api": self.memory}
+        extras: dict[str, Any] = {"memory_api": self.memory, "clarify": self.clarify.asker}
         if self.cron is not None:
             extras["cron_api"] = self.cron.tool_api
         return extras

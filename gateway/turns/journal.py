@@ -60,6 +60,8 @@ def closing_result(reason: str, last_step: str) -> str:
     why = _CUT_OFF_BY.get(reason, f"cut off ({reason})")
     if last_step.startswith("waiting for approval"):
         return f"not run: {why} while it waited for approval"
+    if last_step.startswith("waiting for an answer"):
+        return f"no answer: {why} while it waited for the person's answer"
     return f"{why} while it ran: it may have completed partly"
 
 

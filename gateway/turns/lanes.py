@@ -34,6 +34,9 @@ from gateway.turns.journal import Steered
 
 log = structlog.get_logger("herald.lanes")
 
+# A turn's last step while a person is asked (an approval, the agent's question): cut at once on shutdown.
+WAITING_FOR_A_PERSON = ("waiting for approval", "waiting for an answer")
+
 
 @dataclass(eq=False)
 class Turn:
@@ -309,7 +312,7 @@ class Lanes:
         pending = drains
         while pending:
             for lane in self.lanes.values():
-                if lane.turn is not None and lane.turn.last_step.startswith("waiting for approval"):
+                if lane.turn is not None and lane.turn.last_step.startswith(WAITING_FOR_A_PERSON):
                     lane.turn.abandon("shutdown")
             left = deadline - asyncio.get_running_loop().time()
             if left <= 0:

@@ -67,6 +67,7 @@ from gateway.session.manager import SessionManager
 from gateway.storage.store import Store
 from gateway.talk.clarify import BUTTON_PREFIX as CLARIFY_PREFIX
 from gateway.talk.clarify import ClarifyBroker
+from gateway.talk.outgoing import Messenger
 from gateway.turns import sandboxing
 from gateway.turns.agents import AgentFactory
 from gateway.turns.compression import COMPRESS_COMMANDS, Compressor
@@ -162,9 +163,11 @@ class GatewayRunner:
                                         metrics=self.metrics, remote=remote)
 
     def _build_talk(self) -> None:
-        """The agent in the conversation: the questions it asks (clarify)."""
+        """The agent in the conversation: the questions it asks (clarify), its messages to other chats."""
         self.clarify = ClarifyBroker(self.cfg, self.store, self.delivery, self.notices, self.adapters, self.access,
                                      self, self.instance)
+        self.messenger = Messenger(self.cfg, self.store, self.delivery, self.adapters, self.access, self,
+                                   self.instance)
 
     def _asking(self, key: str) -> bool:
         """A person is being asked for this session's turn: an approval prompt or the agent's question is up."""
@@ -273,6 +276,7 @@ class GatewayRunner:
         # Each adapter connects under its credential locks, then recovers what its platform left unfinished.
         self.supervisor.start()
         self.spawn(self.lanes.watchdog(), name="watchdog")
+        self.spawn(self.messenger.run(), name="outgoing")  # `herald send`'s queue, and sends cut by a restart
         if self.router.enabled:
             self.spawn(self.router.run(), name="routing")
         self.spawn(self._measure_loop_lag(), name="loop-lag")
@@ -349,7 +353,8 @@ class GatewayRunner:
 
     def _tool_extras(self) -> dict[str, Any]:
         """What every turn's tools reach besides the chat: the memory book, and the scheduler while cron runs."""
-        extras: dict[str, Any] = {"memory_api": self.memory, "clarify": self.clarify.asker}
+        extras: dict[str, Any] = {"memory_api": self.memory, "clarify": self.clarify.asker,
+                                  "messenger": self.messenger}
         if self.cron is not None:
             extras["cron_api"] = self.cron.tool_api
         return extras

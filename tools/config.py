@@ -112,8 +112,8 @@ class SendMessageConfig(_Strict):
     allow: list[str] = Field(default_factory=list)
 
 
-class WebFetchConfig(_Strict):
-    """The agent reads a web page (tools/web.py)."""
+class FetchConfig(_Strict):
+    """The agent reads a page from the internet (tools/online.py)."""
 
     enabled: bool = True
     # Loopback, private, link-local and cloud-metadata addresses are refused (checked after DNS, and on every
@@ -124,8 +124,8 @@ class WebFetchConfig(_Strict):
     max_chars: int = Field(default=20_000, ge=500)  # of readable text handed to the agent
 
 
-class WebSearchConfig(_Strict):
-    """The agent searches the web (tools/web.py) through a search service; off while ``url`` is unset."""
+class SearchConfig(_Strict):
+    """The agent searches the internet (tools/online.py) through a search service; off while ``url`` is unset."""
 
     provider: Literal["searxng"] = "searxng"  # SearXNG's JSON API (format=json enabled in its settings.yml)
     url: str | None = None  # the service's base address, e.g. http://127.0.0.1:8888
@@ -145,5 +145,5 @@ class ToolsConfig(_Strict):
     terminal: TerminalConfig = Field(default_factory=TerminalConfig)
     clarify: ClarifyConfig = Field(default_factory=ClarifyConfig)
     send_message: SendMessageConfig = Field(default_factory=SendMessageConfig)
-    web_fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
-    web_search: WebSearchConfig = Field(default_factory=WebSearchConfig)
+    web_fetch: FetchConfig = Field(default_factory=FetchConfig)
+    web_search: SearchConfig = Field(default_factory=SearchConfig)

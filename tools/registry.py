@@ -16,7 +16,8 @@ from tools.sandbox import SandboxPolicy
 
 log = logging.getLogger(__name__)
 
-BUILTIN_MODULES = ("tools.terminal", "tools.files", "tools.cronjob", "tools.memory", "tools.clarify")
+BUILTIN_MODULES = ("tools.terminal", "tools.files", "tools.cronjob", "tools.memory", "tools.clarify",
+                   "tools.send_message")
 
 
 def always(_config: ToolsConfig) -> bool:

@@ -178,9 +178,19 @@ class Button:
     style: ButtonStyle = "default"
 
 
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    path: str                 # absolute path on the daemon's disk (the workspace or the media folder)
+    filename: str
+    mime: str
+    caption: str | None = None
+    kind: Literal["image", "audio", "voice", "video", "document"] = "document"
+
+
 @dataclass(slots=True)
 class OutboundMessage:
-    """Markdown text the agent wrote (or the gateway said), before any platform dialect."""
+    """Markdown text the agent wrote (or the gateway said), before any platform dialect; ``attachments`` go
+    out after the text, each through ``send_file`` (delivery records each in the outbox)."""
 
     text: str
     buttons: list[Button] = field(default_factory=list)
@@ -190,6 +200,7 @@ class OutboundMessage:
     reply_handle: dict[str, Any] | None = None
     # Only the addressee sees it, where the platform can do that (Discord, Slack); elsewhere a normal message.
     ephemeral: bool = False
+    attachments: list[Attachment] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -513,6 +524,16 @@ class PlatformAdapter(abc.ABC):
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         self.outbound.typing(chat_id, thread_id)
+
+    async def send_file(self, chat_id: str, attachment: Attachment, message: OutboundMessage,
+                        idempotency_key: str | None = None) -> list[str]:
+        """Upload one file (with its markdown ``caption``) into the chat, in ``message.thread_id``; the ids of
+        what it posted. Raises ``DeliveryError`` like ``send``; delivery checks ``file_limit`` first."""
+        raise PermanentError(f"{self.name} cannot send files")
+
+    async def file_limit(self, chat_id: str) -> int:
+        """The largest file in bytes the platform takes in that chat (0: none at all)."""
+        return 0
 
     async def answer_press(self, press: ButtonPress, notice: str | None) -> bool:
         """Show ``notice`` to whoever pressed (ephemeral where the platform has it). Called once per press.

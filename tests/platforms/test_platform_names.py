@@ -21,6 +21,8 @@ REGISTRY = ROOT / "gateway" / "platforms" / "__init__.py"
 # Words that are a platform's name by coincidence: (module, what in the literal holds it).
 ALLOWED = {
     ("tools/shell/git.py", "web\\.browser"),  # git's own config key, which the command classifier knows
+    # The agent's tools that read the world wide one: their names (tools.web_fetch.*, tools.web_search.*).
+    *((module, tool) for module in ("tools/config.py", "tools/online.py") for tool in ("web_fetch", "web_search")),
 }
 
 

@@ -65,6 +65,7 @@ from gateway.platforms.base import (
 from gateway.session.history import History
 from gateway.session.manager import SessionManager
 from gateway.storage.store import Store
+from gateway.talk.audit import ToolAudit
 from gateway.talk.clarify import BUTTON_PREFIX as CLARIFY_PREFIX
 from gateway.talk.clarify import ClarifyBroker
 from gateway.talk.outgoing import Messenger
@@ -168,6 +169,7 @@ class GatewayRunner:
                                      self, self.instance)
         self.messenger = Messenger(self.cfg, self.store, self.delivery, self.adapters, self.access, self,
                                    self.instance)
+        self.tool_audit = ToolAudit(self.store, self)  # the pages the agent read, its searches
 
     def _asking(self, key: str) -> bool:
         """A person is being asked for this session's turn: an approval prompt or the agent's question is up."""
@@ -354,7 +356,7 @@ class GatewayRunner:
     def _tool_extras(self) -> dict[str, Any]:
         """What every turn's tools reach besides the chat: the memory book, and the scheduler while cron runs."""
         extras: dict[str, Any] = {"memory_api": self.memory, "clarify": self.clarify.asker,
-                                  "messenger": self.messenger}
+                                  "messenger": self.messenger, "audit": self.tool_audit}
         if self.cron is not None:
             extras["cron_api"] = self.cron.tool_api
         return extras

@@ -17,7 +17,7 @@ from tools.sandbox import SandboxPolicy
 log = logging.getLogger(__name__)
 
 BUILTIN_MODULES = ("tools.terminal", "tools.files", "tools.cronjob", "tools.memory", "tools.clarify",
-                   "tools.send_message")
+                   "tools.send_message", "tools.online")
 
 
 def always(_config: ToolsConfig) -> bool:

@@ -42,6 +42,7 @@ from gateway.config import Config, Paths
 from gateway.inbound.accept import Inbound
 from gateway.inbound.access import AccessControl
 from gateway.inbound.dispatch import Dispatcher
+from gateway.inbound.edits import Edits
 from gateway.inbound.pairing import PAIRING_COMMANDS, PairingService
 from gateway.inbound.recovery import Recovery
 from gateway.inbound.routing import SessionRouter
@@ -209,8 +210,9 @@ class GatewayRunner:
     def _build_inbound(self) -> None:
         """The way in: accept (guard 1), dispatch (guard 2), sessions routed to their owner among instances,
         recovery of what was left unfinished, and the supervisor that keeps adapters connected."""
+        self.edits = Edits(self.cfg.gateway, self.store, self.lanes, self)
         self.dispatcher = Dispatcher(self.store, self.access, self.commands, self.lanes, self.delivery, self,
-                                     answers=self.clarify.take)
+                                     answers=self.clarify.take, edits=self.edits.take)
         dispatch = self.dispatcher.dispatch
         self.router = SessionRouter(self.store, self.instance, self.bus, self.lanes, dispatch, self.adapters,
                                     self.commands, self.notices, self, self.sessions.forget, self.counters)

@@ -131,6 +131,9 @@ class InboundMessage:
     # with (``PlatformAdapter.download`` fetches one ref), anything else the adapter's own ``prepare`` reads.
     # The gateway calls ``adapter.prepare(msg)`` before the message's turn; it fills ``attachments``.
     pending: dict[str, Any] | None = None
+    # An edit of an earlier message: that message's ``platform_message_id``. The edit's own id names the edit
+    # (the message's id and its edit time), so an edit event delivered twice is one inbox row.
+    edit_of: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -144,6 +147,8 @@ class InboundMessage:
             d["reply_handle"] = self.reply_handle
         if self.pending:
             d["pending"] = self.pending
+        if self.edit_of is not None:
+            d["edit_of"] = self.edit_of
         return d
 
     @classmethod
@@ -155,7 +160,7 @@ class InboundMessage:
             received_at=d.get("received_at", 0.0),
             command=CommandCall(command["name"], command.get("args", ""), command.get("native", False))
             if command else None,
-            reply_handle=d.get("reply_handle"), pending=d.get("pending"),
+            reply_handle=d.get("reply_handle"), pending=d.get("pending"), edit_of=d.get("edit_of"),
         )
 
 

@@ -199,6 +199,7 @@ class TurnExecutor:
             if self.compression is not None:
                 history = self.compression.with_summary(session, history)
             user_msg = None if item.resume_turn else {"role": "user", "content": user_content(item.msg)}
+            lane.current = None  # what the agent reads is fixed: an edit from now on is a correction
             guard = (self.store.inbox.owner_guard(item.inbox_id, self.delivery.owner)
                      if item.inbox_id is not None and self.delivery.owner else None)
             journal = TurnJournal(self.store, loop, session["id"], item.inbox_id, user_msg, guard)

@@ -66,7 +66,9 @@ class Lane:
     adapter: PlatformAdapter | None = None  # a session key names one platform: the adapter of its messages
     # Sent for the running turn, not taken into it yet (the turn's journal takes them, on the loop).
     steered: list[Steered] = field(default_factory=list)
-    current: Accepted | None = None  # the message being prepared or answered
+    # The message taken from the queue whose turn has not fixed what the agent reads yet (it is being prepared,
+    # or the turn is loading the session): an edit of it still replaces its text.
+    current: Accepted | None = None
 
     def take_steered(self) -> list[Steered]:
         """For the turn's journal (on the loop): everything waiting, in the order it came."""

@@ -4,7 +4,6 @@ scripted model. A tool that waits for the test stands in for a slow command, so 
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,34 +12,14 @@ from sqlalchemy import select
 
 from gateway.storage.tables import inbox
 from tests.fakes.llm import Hang, Reply, ToolCall
+from tests.support.gate import Gate, blocking_tool
 from tests.support.polling import wait_until
-from tools.registry import Tool, ToolContext, registry
-
-
-class Gate:
-    """A tool the model calls that runs until the test opens it."""
-
-    def __init__(self) -> None:
-        self.entered = threading.Event()
-        self.open = threading.Event()
-
-    def handler(self, _args: dict[str, Any], ctx: ToolContext) -> str:
-        self.entered.set()
-        while not self.open.wait(0.05):
-            if ctx.interrupt.is_set():
-                return "interrupted"
-        return "tool finished"
 
 
 @pytest.fixture
 def gate() -> Iterator[Gate]:
-    g = Gate()
-    registry.register(Tool("wait_here", "waits for the test", {"type": "object", "properties": {}}, g.handler),
-                      replace=True)
-    yield g
-    g.open.set()
-    registry._tools.pop("wait_here", None)
-    registry._schema_cache.clear()
+    with blocking_tool() as g:
+        yield g
 
 
 def steered_lane(runner: Any, n: int = 1) -> Any:

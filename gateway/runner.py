@@ -59,6 +59,7 @@ from gateway.platforms.base import (
     Accepted,
     AdapterContext,
     ButtonPress,
+    Capabilities,
     InboundMessage,
     PlatformAdapter,
     Source,
@@ -69,6 +70,7 @@ from gateway.storage.store import Store
 from gateway.talk.audit import ToolAudit
 from gateway.talk.clarify import BUTTON_PREFIX as CLARIFY_PREFIX
 from gateway.talk.clarify import ClarifyBroker
+from gateway.talk.help import about
 from gateway.talk.outgoing import Messenger
 from gateway.turns import sandboxing
 from gateway.turns.agents import AgentFactory
@@ -194,7 +196,7 @@ class GatewayRunner:
         """Every chat command, in the order /help lists them."""
         commands = self.commands = CommandRegistry()
         store, sessions, lanes, approvals = self.store, self.sessions, self.lanes, self.approvals
-        commands.include(BUILTIN_COMMANDS, BuiltinDeps(lanes, sessions, store, approvals, commands.help_text,
+        commands.include(BUILTIN_COMMANDS, BuiltinDeps(lanes, sessions, store, approvals, self._help,
                                                        self.cfg.model.name))
         commands.include(CONVERSATION_COMMANDS, ConversationDeps(lanes, lanes, sessions, store, History(store),
                                                                  approvals, self.instance))
@@ -362,6 +364,12 @@ class GatewayRunner:
         if self.cron is not None:
             extras["cron_api"] = self.cron.tool_api
         return extras
+
+    def _help(self, platform: str, prefix: str) -> str:
+        """/help: the commands, then the agent's tools for the conversation and what busy and edited messages do."""
+        adapter = self.adapters.get(platform)
+        caps = adapter.capabilities if adapter is not None else Capabilities(command_prefix=prefix)
+        return self.commands.help_text(platform, prefix) + "\n" + about(self.cfg, self.agents.tool_names, caps)
 
     def _prompt_hint(self, platform: str) -> str | None:
         adapter = self.adapters.get(platform)

@@ -29,6 +29,7 @@ from gateway.config import GatewayConfig
 from gateway.kernel.metrics import Counters
 from gateway.platforms.base import Accepted, InboundMessage, PlatformAdapter
 from gateway.ports import Lifecycle, Notifier
+from gateway.storage.audit import AuditLog
 from gateway.storage.store import Store
 from gateway.turns.journal import Steered
 
@@ -94,6 +95,7 @@ class Lanes:
         self.instance = instance
         self.counters = counters
         self.run_turn = run_turn
+        self.audit = AuditLog(store)  # messages steered into running turns
         self.lanes: dict[str, Lane] = {}
         # Inbox ids dispatched in this process (lanes and commands), while several instances share the
         # database (gateway/inbound/routing.py): a row found again by a poll is not dispatched twice.
@@ -144,12 +146,16 @@ class Lanes:
         if lane.task is None and adapter.name not in self._held:
             lane.task = asyncio.create_task(self._drain(lane), name=f"lane:{lane.key}")
 
-    @staticmethod
-    def steer_into(lane: Lane, item: Accepted, text: str | None = None) -> None:
+    def steer_into(self, lane: Lane, item: Accepted, text: str | None = None) -> None:
         """``item`` joins the running turn of ``lane`` (``text``: what the agent reads, default the message)."""
         message = {"role": "user", "content": text} if text is not None else None
         lane.steered.append(Steered(item.inbox_id, item, message))
         log.info("message_steered", session_key=lane.key, inbox_id=item.inbox_id)
+        if text is None:  # an edit steered in is audited as the edit it is
+            src = item.msg.source
+            self.life.spawn(self.audit.add("steer", item.msg.text, "steered", session_key=lane.key,
+                                           platform=src.platform, chat_id=src.chat_id, user_id=src.user_id),
+                            name="lane:audit")
 
     def steer(self, adapter: PlatformAdapter, item: Accepted, text: str | None = None) -> bool:
         """/steer (any busy_mode) and an edit while its turn runs: into the running turn (True), or, with

@@ -22,7 +22,8 @@ REGISTRY = ROOT / "gateway" / "platforms" / "__init__.py"
 ALLOWED = {
     ("tools/shell/git.py", "web\\.browser"),  # git's own config key, which the command classifier knows
     # The agent's tools that read the world wide one: their names (tools.web_fetch.*, tools.web_search.*).
-    *((module, tool) for module in ("tools/config.py", "tools/online.py") for tool in ("web_fetch", "web_search")),
+    *((module, tool) for module in ("tools/config.py", "tools/online.py", "gateway/talk/help.py")
+      for tool in ("web_fetch", "web_search")),
 }
 
 

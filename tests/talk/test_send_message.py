@@ -141,6 +141,24 @@ async def test_herald_send_delivers_once(make_runner, home: Path):
     assert (row["via"], row["status"], row["key"]) == ("cli", "sent", "disk-db1-0900")
     chunks = [r for r in await rows(runner, outbox) if r["ref"] == f"send:{row['id']}"]
     assert [c["status"] for c in chunks] == ["sent"]
+    # The dashboard's audit view shows it.
+    html = await dashboard_view(runner)
+    assert 'id="audit"' in html and "send_message" in html and "disk 91% full on db1" in html
+
+
+async def dashboard_view(runner: Any) -> str:
+    import aiohttp
+
+    await wait_until(lambda: _audited_any(runner), what="the audit row")
+    headers = {"Authorization": f"Bearer {runner.adapters['web'].token}"}
+    async with aiohttp.ClientSession(headers=headers) as http, \
+            http.get(f"http://127.0.0.1:{runner.http_port}/api/v1/dashboard/view") as resp:
+        assert resp.status == 200
+        return str((await resp.json())["html"])
+
+
+async def _audited_any(runner: Any) -> bool:
+    return bool(await rows(runner, audit_events))
 
 
 async def test_herald_send_without_a_daemon_queues_for_the_next_start(make_runner, home: Path):

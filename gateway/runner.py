@@ -168,8 +168,13 @@ class GatewayRunner:
 
     def _build_talk(self) -> None:
         """The agent in the conversation: the questions it asks (clarify), its messages to other chats."""
+        remote = None
+        if self.bus.enabled:
+            from gateway.talk.remote import RemoteClarify
+
+            remote = partial(RemoteClarify, bus=self.bus, instance=self.instance, life=self, adapters=self.adapters)
         self.clarify = ClarifyBroker(self.cfg, self.store, self.delivery, self.notices, self.adapters, self.access,
-                                     self, self.instance)
+                                     self, self.instance, remote=remote)
         self.messenger = Messenger(self.cfg, self.store, self.delivery, self.adapters, self.access, self,
                                    self.instance)
         self.tool_audit = ToolAudit(self.store, self)  # the pages the agent read, its searches

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -52,7 +53,10 @@ def _name(source: Source) -> str:
 
 class ClarifyBroker:
     def __init__(self, cfg: Config, store: Store, delivery: Delivery, notifier: Notifier, adapters: Adapters,
-                 access: AccessControl, life: Lifecycle, instance: Instance) -> None:
+                 access: AccessControl, life: Lifecycle, instance: Instance,
+                 remote: Callable[[ClarifyBroker], Any] | None = None) -> None:
+        """``remote``: with several instances on one database, makes what forwards a press on a question waiting
+        in another instance to it (remote.py's ``RemoteClarify``)."""
         self.cfg = cfg
         self.store = store
         self.delivery = delivery
@@ -64,6 +68,7 @@ class ClarifyBroker:
         self.audit = AuditLog(store)
         self.pending: dict[str, Question] = {}  # insertion order = oldest first
         self.asker = ClarifyAsker(self)  # every turn's extras["clarify"]
+        self.remote = remote(self) if remote is not None else None
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop | None:
@@ -246,10 +251,19 @@ class ClarifyBroker:
 
     async def handle_button(self, adapter: PlatformAdapter, press: ButtonPress) -> str | None:
         parts = press.button_id.split(":")
+        if len(parts) == 3 and parts[1] not in self.pending and self.remote is not None:
+            notice = await self.remote.forward(press, adapter.trusted)  # it waits in another instance
+            if notice is not None:
+                return notice
+        return await self.decide(press, adapter.trusted)
+
+    async def decide(self, press: ButtonPress, trusted: bool) -> str:
+        """A press on a question of this instance (here, or forwarded by another): the presser's notice."""
+        parts = press.button_id.split(":")
         q = self.pending.get(parts[1]) if len(parts) == 3 else None
         if q is None:
             return "This question is no longer waiting for an answer."
-        if not self.may_answer(q, press.source, adapter.trusted):
+        if not self.may_answer(q, press.source, trusted):
             log.info("clarify_refused", question_id=q.id, user_id=press.source.user_id)
             return ("You can't answer this question: only the person who asked me (or an approver) can, in the "
                     "chat where I asked. Nothing was changed.")

@@ -141,3 +141,13 @@ async def test_a_restart_withdraws_the_question_and_tells_the_person(make_runner
     result = await the_result(qa2)
     assert "restart" in result["error"]
     assert "no longer" in await qa2.click(prompt.message.buttons[0].id)
+
+
+async def test_a_press_reaching_another_instance_answers_the_question_where_it_waits(pg_url, make_runner, fake_llm):
+    (a, qa_a), (b, qa_b) = [await make_runner(db_url=pg_url) for _ in range(2)]
+    fake_llm.script(ToolCall("clarify", QUESTION))
+    await qa_a.say("set up the app")
+    prompt = await the_prompt(qa_a)
+    assert len(a.clarify.pending) == 1 and b.clarify.pending == {}  # it waits in a, the instance whose turn asked
+    assert await qa_b.click(prompt.message.buttons[1].id) == "Answered: PostgreSQL"
+    assert (await the_result(qa_a))["answer"] == "PostgreSQL"

@@ -5,6 +5,9 @@ run, each tool result as it completes) through ``TurnJournal.step``; the journal
 loop, tagged with the inbox row, and only then does the thread go on. A crash after a tool ran therefore
 leaves its result in the database, and the recovered turn resumes after it instead of running it again.
 
+Messages a person sends for the running turn (steered: ``busy_mode: steer``, /steer, an edit) are taken in before
+a model call (``inject``), stored after the steps before them, their own inbox rows finished in that transaction.
+
 A turn that is stopped, times out or is abandoned is ``close``d on the loop: later steps from its thread are
 refused (the agent stops), and tool calls stored without a result get one saying what happened, so the
 session's history stays valid for the model. The user's message is stored with the first step, or with
@@ -47,6 +50,7 @@ class Waiting(Protocol):
     def take_steered(self) -> list[Steered]: ...
 
     def untaken(self, taken: list[Steered]) -> None: ...
+
 
 _CUT_OFF_BY = {
     "stopped": "stopped by the user (/stop)",

@@ -138,7 +138,13 @@ class DisplayConfig(_Model):
 
 
 class GatewayConfig(_Model):
-    busy_mode: Literal["queue", "interrupt"] = "queue"
+    # A message sent while a turn runs: queue (answered after it), interrupt (stops it, answered instead) or
+    # steer (the running turn reads it before its next step; answered after it when the turn ends first).
+    busy_mode: Literal["queue", "interrupt", "steer"] = "queue"
+    # An edit of a message whose turn is over: ignore it, steer it into the running turn (a turn of its own
+    # when none runs), or answer it as a new turn. An edit before its turn starts replaces the text; one while
+    # its turn runs is steered in as a correction.
+    on_edit: Literal["ignore", "steer", "new_turn"] = "ignore"
     max_queue: int = Field(default=20, ge=1, le=10_000)
     max_concurrent_turns: int = Field(default=16, ge=1, le=512)
     turn_timeout_seconds: float = Field(default=900.0, gt=0)

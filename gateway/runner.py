@@ -42,6 +42,7 @@ from gateway.config import Config, Paths
 from gateway.inbound.accept import Inbound
 from gateway.inbound.access import AccessControl
 from gateway.inbound.dispatch import Dispatcher
+from gateway.inbound.edits import Edits
 from gateway.inbound.pairing import PAIRING_COMMANDS, PairingService
 from gateway.inbound.recovery import Recovery
 from gateway.inbound.routing import SessionRouter
@@ -61,6 +62,7 @@ from gateway.platforms.base import (
     Accepted,
     AdapterContext,
     ButtonPress,
+    Capabilities,
     InboundMessage,
     PlatformAdapter,
     Source,
@@ -68,6 +70,11 @@ from gateway.platforms.base import (
 from gateway.session.history import History
 from gateway.session.manager import SessionManager
 from gateway.storage.store import Store
+from gateway.talk.audit import ToolAudit
+from gateway.talk.clarify import BUTTON_PREFIX as CLARIFY_PREFIX
+from gateway.talk.clarify import ClarifyBroker
+from gateway.talk.help import about
+from gateway.talk.outgoing import Messenger
 from gateway.turns import sandboxing
 from gateway.turns.agents import AgentFactory
 from gateway.turns.attempts import Attempts
@@ -113,6 +120,7 @@ class GatewayRunner:
         self._build_access()
         self._build_agent()
         self._build_approvals()
+        self._build_talk()
         self._build_turns()
         self._build_commands()
         self._build_inbound()
@@ -163,6 +171,23 @@ class GatewayRunner:
                                         self.adapters, self.access, self, self.instance, self.agents.secret_values,
                                         metrics=self.metrics, remote=remote)
 
+    def _build_talk(self) -> None:
+        """The agent in the conversation: the questions it asks (clarify), its messages to other chats."""
+        remote = None
+        if self.bus.enabled:
+            from gateway.talk.remote import RemoteClarify
+
+            remote = partial(RemoteClarify, bus=self.bus, instance=self.instance, life=self, adapters=self.adapters)
+        self.clarify = ClarifyBroker(self.cfg, self.store, self.delivery, self.notices, self.adapters, self.access,
+                                     self, self.instance, remote=remote)
+        self.messenger = Messenger(self.cfg, self.store, self.delivery, self.adapters, self.access, self,
+                                   self.instance)
+        self.tool_audit = ToolAudit(self.store, self)  # the pages the agent read, its searches
+
+    def _asking(self, key: str) -> bool:
+        """A person is being asked for this session's turn: an approval prompt or the agent's question is up."""
+        return self.approvals.asking(key) or self.clarify.asking(key)
+
     def _build_turns(self) -> None:
         """A turn's parts, the executor that runs it, and the session lanes that feed the executor."""
         cfg = self.cfg
@@ -183,7 +208,7 @@ class GatewayRunner:
         """Every chat command, in the order /help lists them."""
         commands = self.commands = CommandRegistry()
         store, sessions, lanes, approvals = self.store, self.sessions, self.lanes, self.approvals
-        commands.include(BUILTIN_COMMANDS, BuiltinDeps(lanes, sessions, store, approvals, commands.help_text,
+        commands.include(BUILTIN_COMMANDS, BuiltinDeps(lanes, sessions, store, approvals, self._help,
                                                        self.cfg.model.name))
         commands.include(CONVERSATION_COMMANDS, ConversationDeps(lanes, lanes, sessions, store, History(store),
                                                                  approvals, self.instance))
@@ -200,7 +225,9 @@ class GatewayRunner:
     def _build_inbound(self) -> None:
         """The way in: accept (guard 1), dispatch (guard 2), sessions routed to their owner among instances,
         recovery of what was left unfinished, and the supervisor that keeps adapters connected."""
-        self.dispatcher = Dispatcher(self.store, self.access, self.commands, self.lanes, self.delivery, self)
+        self.edits = Edits(self.cfg.gateway, self.store, self.lanes, self)
+        self.dispatcher = Dispatcher(self.store, self.access, self.commands, self.lanes, self.delivery, self,
+                                     answers=self.clarify.take, edits=self.edits.take)
         dispatch = self.dispatcher.dispatch
         self.router = SessionRouter(self.store, self.instance, self.bus, self.lanes, dispatch, self.adapters,
                                     self.commands, self.notices, self, self.sessions.forget, self.counters,
@@ -211,7 +238,8 @@ class GatewayRunner:
         self.inbound = Inbound(self.cfg, self.store, self.access, self.commands, dispatch, self.notices,
                                self.instance, self, self.counters, self.faults,
                                route=self.router.accept if routed else None, on_denied=self.pairing.denied,
-                               buttons={BUTTON_PREFIX: self.approvals.handle_button})
+                               buttons={BUTTON_PREFIX: self.approvals.handle_button,
+                                        CLARIFY_PREFIX: self.clarify.handle_button})
         self.supervisor = Supervisor(self.adapters, self.locks, self.recovery, self.instance, self)
         if routed:
             self.bus.on("session-reset", self._reset_elsewhere)
@@ -257,6 +285,7 @@ class GatewayRunner:
         self.agents.build()
         self._build_adapters()
         await self.approvals.start()  # approvals left pending by a gone instance: denied; users told
+        await self.clarify.start()  # so are the agent's questions: withdrawn, the person told
         from gateway.ops.dashboard import Dashboard
         from gateway.ops.http import HttpServer
 
@@ -267,6 +296,7 @@ class GatewayRunner:
         # Each adapter connects under its credential locks, then recovers what its platform left unfinished.
         self.supervisor.start()
         self.spawn(self.lanes.watchdog(), name="watchdog")
+        self.spawn(self.messenger.run(), name="outgoing")  # `herald send`'s queue, and sends cut by a restart
         if self.router.enabled:
             self.spawn(self.router.run(), name="routing")
         self.spawn(self._measure_loop_lag(), name="loop-lag")
@@ -346,10 +376,17 @@ class GatewayRunner:
 
     def _tool_extras(self) -> dict[str, Any]:
         """What every turn's tools reach besides the chat: the memory book, and the scheduler while cron runs."""
-        extras: dict[str, Any] = {"memory_api": self.memory}
+        extras: dict[str, Any] = {"memory_api": self.memory, "clarify": self.clarify.asker,
+                                  "messenger": self.messenger, "audit": self.tool_audit}
         if self.cron is not None:
             extras["cron_api"] = self.cron.tool_api
         return extras
+
+    def _help(self, platform: str, prefix: str) -> str:
+        """/help: the commands, then the agent's tools for the conversation and what busy and edited messages do."""
+        adapter = self.adapters.get(platform)
+        caps = adapter.capabilities if adapter is not None else Capabilities(command_prefix=prefix)
+        return self.commands.help_text(platform, prefix) + "\n" + about(self.cfg, self.agents.tool_names, caps)
 
     def _prompt_hint(self, platform: str) -> str | None:
         adapter = self.adapters.get(platform)

@@ -118,6 +118,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("gateway.turns",),
     ("gateway.inbound",),
     ("gateway.approvals", "cron", "gateway.ops", "gateway.mcp"),
+    ("gateway.talk",),  # the agent in the conversation: questions, messages to other chats (uses cron's targets)
     ("gateway.runner",),  # the composition root
     ("gateway.cli",),
 ]

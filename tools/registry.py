@@ -16,7 +16,8 @@ from tools.sandbox import SandboxPolicy
 
 log = logging.getLogger(__name__)
 
-BUILTIN_MODULES = ("tools.terminal", "tools.files", "tools.cronjob", "tools.memory")
+BUILTIN_MODULES = ("tools.terminal", "tools.files", "tools.cronjob", "tools.memory", "tools.clarify",
+                   "tools.send_message", "tools.online")
 
 
 def always(_config: ToolsConfig) -> bool:

@@ -45,6 +45,7 @@ CHOICES = {"o": "once", "s": "session", "a": "always", "d": "deny"}
 LABELS = {"o": "Approve once", "s": "Approve for this session", "a": "Always approve", "d": "Deny"}
 STYLES = {"o": "primary", "s": "default", "a": "default", "d": "danger"}
 SCHEDULED_LABELS = {"o": "Approve this script", "d": "Deny"}
+MESSAGE_LABELS = {"o": "Send it", "d": "Don't send"}
 OPERATOR = "operator"  # decided_by of an answer given on the dashboard (the web token's holder)
 # A prompt is never cut: one longer than a message is sent in several (the buttons on the last). Past this many
 # messages nobody reads it through, so the command is refused instead of shown.
@@ -126,8 +127,9 @@ class ApprovalBroker:
                 text = self._fitted(adapter, head, row["command"], row["id"])
                 await self._edit(adapter, row["chat_id"], row["prompt_message_id"], text, row["thread_id"])
             source = Source(row["platform"], row["chat_id"], row["requested_by"] or "", thread_id=row["thread_id"])
-            await self.notifier.notify(source, "⚠️ Herald restarted while this command was waiting for approval, "
-                                               f"so it was not run (denied):\n{fenced(row['command'])}")
+            what = ("a message to another chat was waiting for approval, so it was not sent"
+                    if row.get("level") == "message" else "this command was waiting for approval, so it was not run")
+            await self.notifier.notify(source, f"⚠️ Herald restarted while {what} (denied):\n{fenced(row['command'])}")
 
     # ---- the thread side's entry points ---------------------------------------------------------------
 
@@ -164,7 +166,7 @@ class ApprovalBroker:
                 await self._decide(req, "denied", None, None, "error",
                                    "Not run: the chat it came from is not connected, so nobody can approve it.")
                 return
-            labels = SCHEDULED_LABELS if req.scheduled else LABELS
+            labels = MESSAGE_LABELS if req.message_to else SCHEDULED_LABELS if req.scheduled else LABELS
             buttons = [Button(f"{BUTTON_PREFIX}:{req.id}:{c}", labels[c], STYLES[c]) for c in labels]  # type: ignore[arg-type]
             text = self._prompt_text(req, adapter)
             if text is None:
@@ -197,6 +199,8 @@ class ApprovalBroker:
             return req.preset
         if req.level == "hardline":
             return "forbidden", None, Decision.forbidden(req.reason).message
+        if req.message_to is not None:
+            return None  # a message to another chat: always a person (tools.send_message.allow is checked before)
         if req.scheduled:
             # It will run unattended, again and again: always a person, and a cron run has nobody to ask.
             if req.cron:
@@ -238,6 +242,14 @@ class ApprovalBroker:
 
     async def _too_long(self, req: Request) -> None:
         chars = len(req.display)
+        if req.message_to is not None:
+            await self._decide(req, "denied", None, None, "too_long", (
+                f"Not sent: the message is {chars} characters long, too long to show in the chat for approval. "
+                "Send a shorter one."))
+            await self.notifier.notify(req.source, f"⚠️ The agent wanted to send a message to {req.message_to} "
+                                                   f"that is too long to show here ({chars} characters), so it "
+                                                   "was not sent.")
+            return
         await self._decide(req, "denied", None, None, "too_long", (
             f"Not run: the command is {chars} characters long, too long to show in the chat for approval (a person "
             "must be able to read all of what runs). Split the work into shorter commands."))
@@ -254,6 +266,11 @@ class ApprovalBroker:
     def _compose(self, req: Request, caps: Capabilities, name_id: bool) -> str:
         hint = caps.command("approve", req.id if name_id else "")
         deny = caps.command("deny")
+        if req.message_to is not None:
+            return (f"⚠️ Approval needed (id {req.id})\n"
+                    f"The agent wants to send this message to {req.message_to}:\n{fenced(req.display)}\n"
+                    f"Answer with the buttons, or {hint}, or {deny}. "
+                    f"It is not sent if nobody answers within {duration(self.timeout_seconds)}.")
         if req.scheduled:
             return (f"⚠️ Approval needed (id {req.id})\n"
                     f"The agent wants to schedule this script:\n{fenced(req.display)}\n"
@@ -330,7 +347,8 @@ class ApprovalBroker:
         except Exception:
             log.exception("approval_store_failed", approval_id=req.id)
         # A scheduled script's approval reads "Approved by …": "once" would suggest it runs once.
-        head = decided_head(status, None if req.scheduled else scope, by_name, via, self.timeout_seconds)
+        head = decided_head(status, None if req.scheduled or req.message_to else scope, by_name, via,
+                            self.timeout_seconds)
         adapter = self.adapters.get(req.source.platform)
         req.final_text = (self._fitted(adapter, head, req.display, req.id) if adapter is not None
                           else f"{head}\n{fenced(req.display)}")
@@ -393,6 +411,9 @@ class ApprovalBroker:
             return ("You can't answer this approval: only the person who asked (if they may use this bot) or a "
                     "configured approver can, in the chat where it was asked. Nothing was changed.")
         scope = CHOICES[choice]
+        if req.message_to is not None and scope != "deny":
+            ok = await self._decide(req, "approved", "once", by, via, f"Approved by {who(by)}.")
+            return "Approved: it will be sent." if ok else await self._gone(approval_id)
         if req.scheduled and scope != "deny":
             # A scheduled script is approved for itself only (see the module's docstring), whatever was typed.
             ok = await self._decide(req, "approved", "once", by, via, f"Approved by {who(by)}.")
@@ -402,6 +423,8 @@ class ApprovalBroker:
         if scope == "deny":
             message = (f"Not run: {who(by)} denied this command. Do not run it another way; ask the user "
                        "what they want instead.")
+            if req.message_to is not None:
+                message = f"Not sent: {who(by)} denied it. Do not send it another way."
             ok = await self._decide(req, "denied", None, by, via, message)
             done = "Denied."
         else:

@@ -64,6 +64,9 @@ class Request:
     key: str | None = None  # the grant key when it is not the command's (an MCP call: server + tool + arguments)
     # Decided without asking anyone (an MCP call that needs no approval), still recorded: (status, scope, message).
     preset: tuple[str, str | None, str] | None = None
+    # A message the agent wants to send to another chat (the send_message tool): where to, as people read it.
+    # Asked like a scheduled script: always a person, Approve or Deny, granting nothing beyond itself.
+    message_to: str | None = None
 
     @property
     def hash(self) -> str:
@@ -192,6 +195,26 @@ class TurnHook:
         )
         opened = self._submit(req)
         return opened if isinstance(opened, Decision) else self.wait(opened, ctx)
+
+    def open_message(self, where: str, text: str, ctx: Any) -> Request | Decision:
+        """Ask to send ``text`` to ``where`` (another chat): the prompt shows both, whole; ``wait`` waits."""
+        loop = self.broker.loop
+        extras = getattr(ctx, "extras", {}) or {}
+        if self.source is None or extras.get("cron"):
+            return Decision("denied", "Not sent: sending to another chat needs a person's approval and nobody can "
+                                      "be asked here.")
+        req = Request(
+            id=new_id(), command=text, display=self.broker.display(text), reason=f"a message to {where}",
+            level="message", session_key=self.session_key, source=self.source, turn_id=self.turn_id, cron=False,
+            deadline=time.monotonic() + self.broker.timeout_seconds, message_to=where,
+        )
+        if loop is None or loop.is_closed():
+            return _shutting_down()
+        try:
+            asyncio.run_coroutine_threadsafe(self.broker.begin(req), loop)
+        except RuntimeError:
+            return _shutting_down()
+        return req
 
     def wait(self, req: Request, ctx: Any) -> Decision:
         """Block until ``req`` is answered, times out or the turn is stopped."""

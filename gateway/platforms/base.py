@@ -139,6 +139,9 @@ class InboundMessage:
     # with (``PlatformAdapter.download`` fetches one ref), anything else the adapter's own ``prepare`` reads.
     # The gateway calls ``adapter.prepare(msg)`` before the message's turn; it fills ``attachments``.
     pending: dict[str, Any] | None = None
+    # An edit of an earlier message: that message's ``platform_message_id``. The edit's own id names the edit
+    # (the message's id and its edit time), so an edit event delivered twice is one inbox row.
+    edit_of: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -152,6 +155,8 @@ class InboundMessage:
             d["reply_handle"] = self.reply_handle
         if self.pending:
             d["pending"] = self.pending
+        if self.edit_of is not None:
+            d["edit_of"] = self.edit_of
         return d
 
     @classmethod
@@ -163,7 +168,7 @@ class InboundMessage:
             received_at=d.get("received_at", 0.0),
             command=CommandCall(command["name"], command.get("args", ""), command.get("native", False))
             if command else None,
-            reply_handle=d.get("reply_handle"), pending=d.get("pending"),
+            reply_handle=d.get("reply_handle"), pending=d.get("pending"), edit_of=d.get("edit_of"),
         )
 
 
@@ -186,9 +191,19 @@ class Button:
     style: ButtonStyle = "default"
 
 
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    path: str                 # absolute path on the daemon's disk (the workspace or the media folder)
+    filename: str
+    mime: str
+    caption: str | None = None
+    kind: Literal["image", "audio", "voice", "video", "document"] = "document"
+
+
 @dataclass(slots=True)
 class OutboundMessage:
-    """Markdown text the agent wrote (or the gateway said), before any platform dialect."""
+    """Markdown text the agent wrote (or the gateway said), before any platform dialect; ``attachments`` go
+    out after the text, each through ``send_file`` (delivery records each in the outbox)."""
 
     text: str
     buttons: list[Button] = field(default_factory=list)
@@ -198,6 +213,7 @@ class OutboundMessage:
     reply_handle: dict[str, Any] | None = None
     # Only the addressee sees it, where the platform can do that (Discord, Slack); elsewhere a normal message.
     ephemeral: bool = False
+    attachments: list[Attachment] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -507,6 +523,16 @@ class PlatformAdapter(abc.ABC):
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         self.outbound.typing(chat_id, thread_id)
+
+    async def send_file(self, chat_id: str, attachment: Attachment, message: OutboundMessage,
+                        idempotency_key: str | None = None) -> list[str]:
+        """Upload one file (with its markdown ``caption``) into the chat, in ``message.thread_id``; the ids of
+        what it posted. Raises ``DeliveryError`` like ``send``; delivery checks ``file_limit`` first."""
+        raise PermanentError(f"{self.name} cannot send files")
+
+    async def file_limit(self, chat_id: str) -> int:
+        """The largest file in bytes the platform takes in that chat (0: none at all)."""
+        return 0
 
     async def answer_press(self, press: ButtonPress, notice: str | None) -> bool:
         """Show ``notice`` to whoever pressed (ephemeral where the platform has it). Called once per press.

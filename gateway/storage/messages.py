@@ -97,11 +97,13 @@ class MessageStore:
     async def append(self, session_id: str, msgs: Iterable[dict[str, Any]],
                      inbox_id: int | None = None, inbox_status: str | None = None,
                      reply: str | None = None, expected: str | tuple[str, ...] = "pending",
-                     guard: Callable[[Connection], bool] | None = None) -> None:
+                     guard: Callable[[Connection], bool] | None = None,
+                     finished: Iterable[int] | None = None) -> None:
         """Persist messages of a turn (tagged with the inbox row they answer) and, with ``inbox_status``, move
         that row on from ``expected``, in one transaction. Raises ``NotExpected`` (and stores nothing) when
         the row is no longer in ``expected``, or ``guard`` says no: the message was finished or taken over
-        elsewhere."""
+        elsewhere. ``finished``: other pending inbox rows whose messages these are (sent while the turn ran
+        and taken into it), done in the same transaction."""
         now = time.time()
         msgs = list(msgs)
         rows = [
@@ -119,12 +121,16 @@ class MessageStore:
                 values["reply"] = reply
             inbox_stmt = (inbox_update(expected), {"b_id": inbox_id, **expected_params(expected), **values})
         touch = {"b_id": session_id, "updated_at": now}
+        taken = [{"b_id": n, "b_expected": "pending", "status": "done", "updated_at": now} for n in finished or ()]
 
         def op(conn: Connection) -> None:
             if guard is not None and not guard(conn):
                 raise NotExpected(f"inbox row {inbox_id} was taken over by another instance")
             if inbox_stmt is not None and not conn.execute(*inbox_stmt).rowcount:
                 raise NotExpected(f"inbox row {inbox_id} is no longer {expected}")
+            for params in taken:
+                if not conn.execute(inbox_update("pending"), params).rowcount:
+                    raise NotExpected(f"inbox row {params['b_id']} is no longer pending")
             if rows:
                 conn.execute(_MESSAGES_INSERT, rows)
             conn.execute(_SESSION_TOUCH, touch)

@@ -1,5 +1,6 @@
 """``sessions.retention_days``: the messages, inbox and outbox rows of sessions idle longer than that, the
-web chat's log of chats idle that long, and token usage older than that are deleted while the daemon runs.
+web chat's log of chats idle that long, and token usage, the audit trail and finished questions and messages
+to other chats older than that are deleted while the daemon runs.
 
 Deletion goes in small batches (``Retention.prune_idle``: a few hundred rows per transaction, run off the loop
 by the store's writer) with a pause between them, so a first pass over years of history never holds the writer
@@ -18,7 +19,17 @@ from sqlalchemy import and_, select
 from sqlalchemy.engine import Connection
 
 from gateway.storage.store import Store
-from gateway.storage.tables import chat_log, inbox, messages, outbox, sessions, usage
+from gateway.storage.tables import (
+    audit_events,
+    chat_log,
+    clarifications,
+    inbox,
+    messages,
+    outbox,
+    outgoing,
+    sessions,
+    usage,
+)
 
 log = structlog.get_logger("herald.retention")
 
@@ -39,13 +50,13 @@ class Retention:
     async def prune(self) -> dict[str, int]:
         """One pass until nothing older is left; the totals deleted (and how many batches it took)."""
         cutoff = self.clock() - self.days * DAY
-        total = {"messages": 0, "inbox": 0, "outbox": 0, "chat_log": 0, "usage": 0, "batches": 0}
+        total = {"messages": 0, "inbox": 0, "outbox": 0, "chat_log": 0, "usage": 0, "audit": 0, "batches": 0}
         while True:
             counts = await self.prune_idle(cutoff)
             total["batches"] += 1
             for key, n in counts.items():
                 total[key] += n
-            if all(counts[key] < self.batch for key in ("messages", "inbox", "chat_log", "usage")):
+            if all(counts[key] < self.batch for key in ("messages", "inbox", "chat_log", "usage", "audit")):
                 return total
             await asyncio.sleep(self.pause)
 
@@ -107,5 +118,24 @@ def _delete_idle(conn: Connection, cutoff: float, batch: int) -> tuple[dict[str,
     if usage_ids:
         conn.execute(usage.delete().where(usage.c.id.in_(usage_ids)))
     counts = {"messages": len(rows), "inbox": len(inbox_ids), "outbox": int(sent or 0),
-              "chat_log": len(log_ids), "usage": len(usage_ids)}
+              "chat_log": len(log_ids), "usage": len(usage_ids), "audit": _delete_talk(conn, cutoff, batch)}
     return counts, {r.session_id for r in rows}
+
+
+def _delete_talk(conn: Connection, cutoff: float, batch: int) -> int:
+    """The audit trail, settled questions and finished messages to other chats (with their outbox rows) older
+    than ``cutoff``: the most rows of any one of them deleted."""
+    events = conn.execute(select(audit_events.c.id).where(audit_events.c.created_at < cutoff)
+                          .limit(batch)).scalars().all()
+    if events:
+        conn.execute(audit_events.delete().where(audit_events.c.id.in_(events)))
+    asked = conn.execute(select(clarifications.c.id).where(and_(
+        clarifications.c.created_at < cutoff, clarifications.c.status != "pending")).limit(batch)).scalars().all()
+    if asked:
+        conn.execute(clarifications.delete().where(clarifications.c.id.in_(asked)))
+    sent = conn.execute(select(outgoing.c.id).where(and_(
+        outgoing.c.created_at < cutoff, outgoing.c.status.not_in(("queued", "sending")))).limit(batch)).scalars().all()
+    if sent:
+        conn.execute(outbox.delete().where(outbox.c.ref.in_([f"send:{n}" for n in sent])))
+        conn.execute(outgoing.delete().where(outgoing.c.id.in_(sent)))
+    return max(len(events), len(asked), len(sent))

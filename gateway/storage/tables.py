@@ -428,3 +428,81 @@ credential_lock_holders = Table(
     Column("host", String(256), nullable=True),
     Column("acquired_at", Float, nullable=False),
 )
+
+
+# ---- the agent in the conversation (gateway/talk/) ----------------------------------------------------
+
+
+# The agent's questions (the clarify tool), while they wait and after: a daemon that starts finds the ones a
+# gone instance left waiting, withdraws them and tells the person.
+clarifications = Table(
+    "clarifications",
+    metadata,
+    Column("id", String(16), primary_key=True),
+    Column("session_key", String(512), nullable=False),
+    Column("platform", String(32), nullable=False),
+    Column("chat_id", String(256), nullable=False),
+    Column("thread_id", String(256), nullable=True),
+    Column("requested_by", String(256), nullable=True),  # the user who started the turn
+    Column("question", Text, nullable=False),
+    Column("choices", JSON, nullable=False),  # up to four strings
+    # pending -> answered | no_answer | stopped | withdrawn (a restart)
+    Column("status", String(16), nullable=False),
+    Column("answer", Text, nullable=True),
+    Column("answered_by", String(256), nullable=True),
+    Column("answered_via", String(16), nullable=True),  # button | text | timeout | stop | restart
+    Column("prompt_message_id", String(256), nullable=True),
+    Column("owner", String(300), nullable=True),  # the instance waiting for the answer
+    Column("created_at", Float, nullable=False),
+    Column("answered_at", Float, nullable=True),
+    Index("ix_clarifications_status", "status"),
+)
+
+
+# Messages to other chats (the send_message tool, `herald send`): written before they go out, so each is sent
+# exactly once — claimed by one instance (a conditional UPDATE of status and owner), its chunks through the
+# outbox under ``outbox.ref = send:<id>``, taken over from an owner that is gone.
+outgoing = Table(
+    "outgoing",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    # A caller's idempotency key (`herald send --key`): the same key is one message however often it is sent.
+    Column("key", String(200), nullable=True, unique=True),
+    Column("via", String(16), nullable=False),  # agent | cli
+    Column("session_key", String(512), nullable=True),  # the session that sent it (None: the shell)
+    Column("requested_by", String(256), nullable=True),  # "platform:user_id" whose turn it was
+    Column("target", String(1000), nullable=False),  # as given: a platform, or platform:chat[:thread]
+    Column("platform", String(32), nullable=False),
+    Column("chat_id", String(256), nullable=False),
+    Column("thread_id", String(256), nullable=True),
+    Column("text", Text, nullable=False),
+    Column("attachment", JSON, nullable=True),  # a file to send with it (path, filename, mime, kind)
+    # queued -> sending -> sent | failed; or denied | refused (never sent)
+    Column("status", String(16), nullable=False),
+    Column("error", Text, nullable=True),
+    Column("approval_id", String(16), nullable=True),  # the approvals row when a person was asked
+    Column("owner", String(300), nullable=True),  # the instance sending it
+    Column("created_at", Float, nullable=False),
+    Column("sent_at", Float, nullable=True),
+    Index("ix_outgoing_status", "status"),
+)
+
+
+# What the agent did beyond answering and what people did to a running turn, one row each: the dashboard's
+# audit view (gateway/storage/audit.py).
+audit_events = Table(
+    "audit_events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("created_at", Float, nullable=False),
+    # clarify | send_message | web_fetch | web_search | steer | edit
+    Column("kind", String(32), nullable=False),
+    Column("session_key", String(512), nullable=True),
+    Column("platform", String(32), nullable=True),
+    Column("chat_id", String(256), nullable=True),
+    Column("user_id", String(256), nullable=True),
+    Column("subject", Text, nullable=False),  # the question, the target and text, the URL, the query...
+    Column("outcome", String(32), nullable=False),
+    Column("detail", Text, nullable=True),
+    Index("ix_audit_events_created", "created_at"),
+)

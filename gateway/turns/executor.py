@@ -35,7 +35,7 @@ from gateway.storage.store import Store
 from gateway.turns.agents import AgentFactory
 from gateway.turns.attempts import Attempts
 from gateway.turns.compression import Compressor
-from gateway.turns.journal import TurnJournal
+from gateway.turns.journal import Steered, TurnJournal
 from gateway.turns.lanes import Lane, Turn
 from gateway.turns.usage import UsageLedger
 
@@ -203,6 +203,7 @@ class TurnExecutor:
             if self.compression is not None:
                 history = self.compression.with_summary(session, history)
             user_msg = None if item.resume_turn else {"role": "user", "content": user_content(item.msg)}
+            lane.current = None  # what the agent reads is fixed: an edit from now on is a correction
             guard = (self.store.inbox.owner_guard(item.inbox_id, self.delivery.owner)
                      if item.inbox_id is not None and self.delivery.owner else None)
             journal = TurnJournal(self.store, loop, session["id"], item.inbox_id, user_msg, guard)
@@ -239,7 +240,7 @@ class TurnExecutor:
         content = None if item.resume_turn else user_msg["content"]  # type: ignore[index]
         meter = UsageMeter()
         future = loop.run_in_executor(self.pool, ctx.run, self._call_agent, session, history, content, turn,
-                                      journal, slot, meter, live)
+                                      journal, slot, meter, live, _SteeredFor(lane, turn))
         try:
             await asyncio.wait({future, turn.abandoned}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -289,8 +290,10 @@ class TurnExecutor:
                                        source=source)
 
     def _call_agent(self, session: dict[str, Any], history: list[dict[str, Any]], content: str | None, turn: Turn,
-                    journal: TurnJournal, slot: TurnSlot, meter: UsageMeter, live: Any = NO_LIVE) -> Any:
-        """Runs in a worker thread: the synchronous agent loop, told to stop through ``turn.interrupt``."""
+                    journal: TurnJournal, slot: TurnSlot, meter: UsageMeter, live: Any = NO_LIVE,
+                    steered: _SteeredFor | None = None) -> Any:
+        """Runs in a worker thread: the synchronous agent loop, told to stop through ``turn.interrupt``;
+        ``steered``: where messages sent for the turn meanwhile wait (its lane)."""
         from agent_core.agent import TurnCallbacks
 
         def on_activity(step: str) -> None:
@@ -304,8 +307,13 @@ class TurnExecutor:
         if self.compression is not None:
             compact = self.compression.for_turn(turn.key, session, journal, journal.loop, turn.interrupt, meter,
                                                 on_activity)
+        inject = None
+        if steered is not None:
+            def inject() -> list[dict[str, Any]]:
+                # A look from the thread first: most model calls have nothing waiting, and cost no hop then.
+                return journal.inject(steered) if steered.lane.steered else []
         callbacks = live.callbacks(TurnCallbacks(on_activity=on_activity, on_step=journal.step, usage=meter,
-                                                 compact=compact))
+                                                 compact=compact, inject=inject))
         agent = self.agents.for_session(session)  # the session's model and reasoning effort
         return agent.run(session["system_prompt"] or "", history, content, turn.interrupt, callbacks, ctx)
 
@@ -421,6 +429,27 @@ class TurnExecutor:
         result = future.result()
         await journal.finish(result.messages if getattr(result, "status", "ok") == "ok" else [], "replied", None)
         return result
+
+
+class _SteeredFor:
+    """A lane's steered messages as the turn's journal takes them (journal.Waiting), made into user messages
+    as the agent would have got them as turns of their own."""
+
+    def __init__(self, lane: Lane, turn: Turn) -> None:
+        self.lane = lane
+        self.turn = turn
+
+    def take_steered(self) -> list[Steered]:
+        if self.turn.abandoned.done():  # cut short: what waits becomes the next turn, not part of this one
+            return []
+        taken = self.lane.take_steered()
+        for item in taken:
+            if item.message is None:
+                item.message = {"role": "user", "content": user_content(item.item.msg)}
+        return taken
+
+    def untaken(self, taken: list[Steered]) -> None:
+        self.lane.untaken(taken)
 
 
 def user_content(msg: InboundMessage) -> str:

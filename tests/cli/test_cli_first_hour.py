@@ -107,6 +107,7 @@ SAMPLE_ARGS: dict[tuple[str, ...], tuple[str, ...]] = {
     ("approvals", "revoke"): ("42",),
     ("service", "install"): ("--user",),
     ("service", "status"): ("--user",),
+    ("send",): ("somewhere", "hello"),
 }
 
 

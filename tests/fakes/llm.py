@@ -116,10 +116,12 @@ class Error:
 
 @dataclass
 class Hang:
-    """Sleep ``seconds`` before answering (a client with a shorter timeout sees a timeout)."""
+    """Sleep ``seconds`` before answering (a client with a shorter timeout sees a timeout); with ``until`` (an
+    asyncio.Event of the server's loop), wait for it instead, so a test decides when the model answers."""
 
     seconds: float
     then: Any = None
+    until: Any = None
 
 
 @dataclass
@@ -316,7 +318,10 @@ class FakeLLM(HttpFake):
         else:
             step = self._next_step(body)
         while isinstance(step, Hang):
-            await asyncio.sleep(step.seconds)
+            if step.until is not None:
+                await step.until.wait()
+            else:
+                await asyncio.sleep(step.seconds)
             step = step.then if step.then is not None else self.responder(body)
         if isinstance(step, Drop):
             # Abort the transport so the client sees a disconnect, not an HTTP response.

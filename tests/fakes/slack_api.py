@@ -203,6 +203,20 @@ class FakeSlack(PlatformFake[SlackMessage]):
             event["files"], event["subtype"] = files, "file_share"
         return self._envelope_body(event)
 
+    def edit(self, body: dict[str, Any], text: str) -> dict[str, Any]:
+        """The author edits the message of ``body`` (as ``message`` returned it) to ``text``: a ``message_changed``
+        event, as Slack sends it (hidden, the message as it reads now with its ``edited`` ts)."""
+        old = body["event"]
+        ts = self.next_ts()
+        now = {k: v for k, v in old.items() if k not in ("channel", "channel_type", "event_ts", "subtype", "files")}
+        now.update(text=text, edited={"user": old["user"], "ts": ts})
+        event: dict[str, Any] = {"type": "message", "subtype": "message_changed", "hidden": True,
+                                 "channel": old["channel"], "channel_type": self.channel_type(old["channel"]),
+                                 "message": now, "previous_message": {k: v for k, v in old.items()
+                                                                      if k not in ("channel", "channel_type")},
+                                 "ts": ts, "event_ts": ts}
+        return self._envelope_body(event)
+
     def block_actions(self, user: str, message: SlackMessage, value: str) -> dict[str, Any]:
         """A press on the button of ``message`` whose value is ``value``."""
         button = next(b for b in message.buttons if b.get("value") == value)

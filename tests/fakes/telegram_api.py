@@ -230,6 +230,15 @@ class FakeTelegram(PlatformFake[SentMessage]):
         """A user sends a message; returns the update (``update["message"]["message_id"]``)."""
         return self._push({"message": self.message(chat_id, user_id if user_id is not None else chat_id, text, **kw)})
 
+    def user_edit(self, update: dict[str, Any], text: str) -> dict[str, Any]:
+        """The user edits the message of ``update`` to ``text``; returns the ``edited_message`` update."""
+        old = update.get("message") or update["edited_message"]
+        chat = old["chat"]
+        new = self.message(chat["id"], old["from"]["id"], text, chat_type=chat["type"],
+                           thread_id=old.get("message_thread_id"))
+        new.update(message_id=old["message_id"], date=old["date"], edit_date=int(time.time()))
+        return self._push({"edited_message": new})
+
     def bot_message_dict(self, sent: SentMessage) -> dict[str, Any]:
         msg: dict[str, Any] = {
             "message_id": sent.message_id, "date": int(sent.at), "chat": self.chat(sent.chat_id),

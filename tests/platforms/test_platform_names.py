@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # a word there ("a web server", git's web.browser) is English, not a platform.
 PACKAGES = ("gateway", "cron")
 REGISTRY = ROOT / "gateway" / "platforms" / "__init__.py"
-# Words that are a platform's name by coincidence: (module, what in the literal holds it).
-ALLOWED: set[tuple[str, str]] = set()
+# Words that are a platform's name by coincidence: (module, what in the literal holds it). The agent's tools that
+# read the world wide one are named so (tools.web_fetch.*, tools.web_search.*).
+ALLOWED = {("gateway/talk/help.py", tool) for tool in ("web_fetch", "web_search")}
 
 
 def words(text: str) -> set[str]:

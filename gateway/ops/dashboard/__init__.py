@@ -1,6 +1,8 @@
 """The operator's dashboard at ``/dashboard``, on the daemon's own http app: adapters, sessions (with reset),
 pending approvals (Approve / Deny), cron jobs with their run history ("ran" apart from "delivered"), recent
-delivery failures, messages parked because their turns kept taking the daemon down.
+delivery failures, messages parked because their turns kept taking the daemon down, and the audit view of
+the agent in the conversation (its questions, messages to other chats, pages read and searches; messages steered
+into turns, edits).
 
 The pages themselves (``/dashboard``, ``/dashboard/cron/{id}``) are one static shell that needs no token; what
 they show comes from ``/api/v1/dashboard/…``, behind the owner's bearer token like all of ``/api/``
@@ -33,6 +35,7 @@ from gateway.ops.dashboard import views
 from gateway.ops.dashboard.data import Overview, SessionRow, is_session_key, job_and_runs, overview_rows, parse_key
 from gateway.platforms import PLATFORMS
 from gateway.platforms.base import PlatformAdapter, Source
+from gateway.storage.audit import recent_events
 
 log = structlog.get_logger("herald.dashboard")
 
@@ -124,8 +127,9 @@ class Dashboard:
                       "requested_by": r.source.user_name or r.source.user_id, "command": r.display,
                       "reason": r.reason, "created_at": r.created_at, "scheduled": r.scheduled}
                      for r in list(self.approvals.pending.values())]
+        events = await self.read(recent_events)
         return Overview(adapters, sessions, approvals, jobs, failures, parked, self.lanes.running(),
-                        self.lanes.waiting())
+                        self.lanes.waiting(), events)
 
     # ---- handlers -----------------------------------------------------------------------------------
 

@@ -42,6 +42,8 @@ class Overview:
     parked: list[dict[str, Any]] = field(default_factory=list)
     turns_running: int = 0
     turns_waiting: int = 0
+    # The audit trail of the agent in the conversation (gateway/storage/audit.py), newest first.
+    events: list[dict[str, Any]] = field(default_factory=list)
 
 
 def is_session_key(key: str) -> bool:

@@ -6,6 +6,8 @@ reconnecting with backoff) and the REST client with its rate limits; the adapter
 - ``MESSAGE_CREATE``: taken in order per channel through ``ChannelLog`` (backfill.py), which also reads back
   what was posted while the bot was away, on every new gateway session. Discord does not redeliver, so there is
   no acknowledgement to send; the cursor of a channel moves only past messages the inbox holds.
+- ``MESSAGE_UPDATE`` (``on_raw_message_edit``: cached or not): a person's edit, taken after what came before it
+  in its channel; Discord does not send it again either.
 - ``INTERACTION_CREATE``: a slash command or a button press. Discord wants an answer within 3 seconds and never
   sends an interaction twice, so it is acknowledged (deferred) at once, before anything else (building the
   message may ask Discord about a channel it did not tell us of) and before the inbox write: persisting first
@@ -93,6 +95,11 @@ class _Client(discord.Client):
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         await self.herald.interaction(interaction)
+
+    async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
+        edited_at = payload.data.get("edited_timestamp")
+        if edited_at:  # without it Discord only resolved an embed: nobody edited anything
+            self.herald.channels.after(payload.channel_id, self.herald.edited(payload.message, str(edited_at)))
 
 
 class DiscordAdapter(PlatformAdapter):
@@ -247,6 +254,17 @@ class DiscordAdapter(PlatformAdapter):
         except Exception as exc:
             log.error("discord_accept_failed", message_id=message.id, error=f"{type(exc).__name__}: {exc}")
             return "failed"
+
+    async def edited(self, message: discord.Message, edited_at: str) -> None:
+        """An edit, after what came before it in its channel (its message's MESSAGE_CREATE first)."""
+        if message.author.id == self.inbound.bot_id:
+            return
+        try:
+            msg = await self.inbound.edit(message, edited_at)
+            if msg is not None:
+                await self.accept(msg)
+        except Exception as exc:  # Discord never sends it again: logged, the channel goes on
+            log.warning("discord_edit_failed", message_id=message.id, error=f"{type(exc).__name__}: {exc}")
 
     async def interaction(self, interaction: discord.Interaction) -> None:
         try:

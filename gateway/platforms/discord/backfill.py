@@ -103,6 +103,10 @@ class ChannelLog:
         """A message from the gateway: taken after everything before it in its channel (call synchronously)."""
         self._link(message.channel.id, self._take(message.channel.id, message))
 
+    def after(self, channel: int, work: Coroutine[Any, Any, None]) -> None:
+        """Other work of a channel (an edit) in its order: after what came before it there (synchronously)."""
+        self._link(channel, work)
+
     def read_back_all(self) -> None:
         """A new gateway session: read every tracked channel back from its cursor (call synchronously, before the
         session's first messages are linked, so those come after what is read back)."""

@@ -256,7 +256,7 @@ class SlackAdapter(PlatformAdapter):
                 if not waiting:
                     del self._normalising[key[0]]
             self._accepted.set()
-        if accepted:
+        if accepted and msg.edit_of is None:
             source = msg.source
             maybe = bool(msg.pending and msg.pending.get("thread"))  # not known to be the bot's thread yet
             if source.thread_id and source.chat_type != "dm" and not maybe:

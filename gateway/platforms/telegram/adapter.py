@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("herald.telegram")
 
 POLL_TIMEOUT = 25
-ALLOWED_UPDATES = ["message", "callback_query"]
+ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 # A button press's callback query is answered within this many seconds (the client's spinner stops): with
 # the handler's notice if it is ready by then, else empty, and the notice follows in the chat.
@@ -301,7 +301,8 @@ class TelegramAdapter(PlatformAdapter):
                 self.faults.record("bad_request", door="telegram", kind="update not understood")
                 continue
             if item is None:
-                if update.api_kwargs and update.message is None and update.callback_query is None:
+                if (update.api_kwargs and update.message is None and update.edited_message is None
+                        and update.callback_query is None):
                     # A kind of update Herald never asked for (not in allowed_updates): ignored, and counted.
                     self.faults.record("bad_request", door="telegram", kind="unknown update")
                 continue

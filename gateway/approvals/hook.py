@@ -59,6 +59,16 @@ class Request:
     # The classifier's verdict, for approvals.allow (matched per simple command, in the workspace it ran in).
     verdict: Verdict | None = field(default=None, repr=False)
     deps: reads.Dependencies | None = None  # the files the command's meaning depends on (reads.py)
+    # Asked somewhere else than the turn's chat, whose platform's clients cannot answer a prompt
+    # (``PlatformAdapter.approvals_to``): the chat it is put in, or None on the dashboard alone; ``elsewhere`` says
+    # where in words ("in Telegram"), for the notices the turn's own chat gets instead of the prompt.
+    asked_in: Source | None = None
+    elsewhere: str | None = None
+
+    @property
+    def chat(self) -> Source:
+        """The chat the prompt is shown in, whose people may answer it."""
+        return self.asked_in or self.source
 
     @property
     def hash(self) -> str:

@@ -398,6 +398,12 @@ class PlatformAdapter(abc.ABC):
     prompt_hint: str = ""
     # The adapter authenticated the sender itself (the web API's bearer token): the sender is the owner.
     trusted: bool = False
+    # The adapter verified each sender's own credential (an API key per client): they may talk; admin rights still
+    # come from the access rules (``platform:user_id`` in ``access.admins``).
+    verified_senders: bool = False
+    # Where the approval prompts of this platform's turns are put when its clients cannot answer one: a chat
+    # target ``platform:chat_id[:thread_id]`` or ``dashboard``; None asks in the turn's own chat.
+    approvals_to: str | None = None
 
     def __init__(self, ctx: AdapterContext) -> None:
         self.ctx = ctx
@@ -513,6 +519,12 @@ class PlatformAdapter(abc.ABC):
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         self.outbound.typing(chat_id, thread_id)
+
+    def live_text(self, msg: InboundMessage) -> Any:
+        """Where the answer to ``msg`` is streamed as it is written when the adapter streams it itself (an HTTP
+        response) rather than as edits of a message: an object with ``text(piece)``, ``restart()`` and
+        ``progress(line)`` (gateway/outbound/streaming/direct.py), called on the loop; None: not so."""
+        return None
 
     async def answer_press(self, press: ButtonPress, notice: str | None) -> bool:
         """Show ``notice`` to whoever pressed (ephemeral where the platform has it). Called once per press.

@@ -117,7 +117,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("gateway.outbound",),
     ("gateway.turns",),
     ("gateway.inbound",),
-    ("gateway.approvals", "cron", "gateway.ops"),
+    ("gateway.approvals", "cron", "gateway.ops", "gateway.api"),
     ("gateway.runner",),  # the composition root
     ("gateway.cli",),
 ]

@@ -324,7 +324,10 @@ class ApiAdapter(PlatformAdapter):
                     break
                 if data := writer.event(event, body):
                     await response.write(data)
-            await response.write(writer.finish(exchange.ending.result(), await self._usage(exchange)))
+            # A chat stream carries usage only when its client asked for it: otherwise not worth a read.
+            wants_usage = kind != "chat" or ask.include_usage
+            usage = await self._usage(exchange) if wants_usage else wire.usage_of(0, 0)
+            await response.write(writer.finish(exchange.ending.result(), usage))
             await response.write_eof()
         except ConnectionError:
             # The client went away: its turn goes on (and is stored); only this request's waiting ends.

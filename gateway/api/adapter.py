@@ -69,7 +69,8 @@ class ApiAdapter(PlatformAdapter):
     # One message per answer, whatever its length (a client takes it whole); nothing is edited or pressed.
     capabilities = Capabilities(max_message_length=50_000_000, idempotent_send=True)
     prompt_hint = ("You are answering through Herald's OpenAI-compatible API (a chat app or a program built on the "
-                   "OpenAI SDK); your Markdown is passed on as you write it.")
+                   "OpenAI SDK); your Markdown is passed on as you write it. Nothing can be sent to this client "
+                   "later: a scheduled job's results go to a chat (platform:chat_id) or stay local.")
     verified_senders = True  # each request carries its holder's own key
 
     def __init__(self, ctx: AdapterContext, keys: ApiKeyStore, conversations: Conversations) -> None:
@@ -103,6 +104,9 @@ class ApiAdapter(PlatformAdapter):
             exchange.answer(text)
         elif waiting := self._chats.get(chat_id):
             waiting[0].note(text)  # the chat's turns run in order: the oldest request's is the one running
+        else:
+            # Nobody waits for it (the client went away; a cron result sent "here"): it is stored, not shown.
+            log.info("api_nobody_waiting", chat_id=chat_id, answer=message.reply_to is not None, chars=len(text))
         return [f"{message.reply_to or chat_id}/{idempotency_key or uuid.uuid4().hex}"]
 
     def live_text(self, msg: InboundMessage) -> Any:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from gateway.cli import app
@@ -60,3 +61,13 @@ def test_names_and_durations_are_checked(home: Path) -> None:
     assert parse_duration("90d") == 90 * 86400 and parse_duration("12h") == 43200 and parse_duration("2w") == 1209600
     with pytest.raises(ValueError):
         parse_duration("0d")
+
+
+def test_check_config_refuses_approvals_put_where_nobody_can_answer(home: Path) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text(yaml.safe_dump({"api": {"enabled": True, "approvals_to": "telegram:123"}}))
+    code, out, err = invoke("check-config")
+    assert code == 2, out + err
+    assert "api.approvals_to: telegram is not enabled" in out + err
+    (home / "config.yaml").write_text(yaml.safe_dump({"api": {"enabled": True, "approvals_to": "dashboard"}}))
+    assert invoke("check-config")[0] == 0

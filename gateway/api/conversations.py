@@ -33,14 +33,14 @@ from collections.abc import Callable
 from typing import Any
 
 import structlog
-from sqlalchemy import and_, func, select, update
+from sqlalchemy import and_, func, select
 
 from gateway.kernel.untrusted import clean_text
 from gateway.platforms.base import Source
 from gateway.session.keys import session_owner
 from gateway.session.manager import SessionManager
 from gateway.session.settings import SessionSettings
-from gateway.storage.db import op_all, op_exec, op_first
+from gateway.storage.db import op_all, op_first
 from gateway.storage.store import Store
 from gateway.storage.tables import inbox, messages, sessions, usage
 
@@ -171,7 +171,7 @@ class Conversations:
             stored = await self._users_of(row["id"])
             if _continues(row, stored, users):
                 if row is active:
-                    await self._keep(key, row)
+                    self._keep(key, row)
                 else:
                     await self.sessions.resume(key, row["id"])
                 return
@@ -187,9 +187,9 @@ class Conversations:
     async def _after(self, key: str, source: Source, inbox_id: int) -> None:
         active = self.sessions.peek(key) or await self.store.sessions.active(key)
         if active is not None and await self._newest_turn(active["id"]) == inbox_id:
-            await self._keep(key, active)
+            self._keep(key, active)
             return
-        holder = await self._holding(key, inbox_id, active)
+        holder = await self._holding(key, inbox_id)
         if holder is None:
             return  # its messages are gone (retention): the conversation goes on where it is
         rows = await self.store.run_read(op_all(self._rows(holder["id"]).where(messages.c.id <= (
@@ -211,12 +211,11 @@ class Conversations:
             await self.store.sessions.update(row["id"], model=wanted)
             row["model"] = wanted
 
-    async def _keep(self, key: str, row: dict[str, Any]) -> None:
-        """The client goes on with this conversation: it is not ended as idle under it."""
-        now = time.time()
-        await self.store.run_write(op_exec(update(sessions).where(sessions.c.id == row["id"]).values(updated_at=now)))
-        row["updated_at"] = now
-        self.sessions.touch(key)
+    def _keep(self, key: str, row: dict[str, Any]) -> None:
+        """The client goes on with this conversation: it is not ended as idle under it. The turn's first write
+        touches the row in the database; until then the cached row says so."""
+        row["updated_at"] = time.time()
+        self.sessions.activate(key, row)
 
     # ---- reads ---------------------------------------------------------------------------------------------
 
@@ -259,7 +258,7 @@ class Conversations:
             .order_by(messages.c.id.desc()).limit(1)))
         return row["inbox_id"] if row else None
 
-    async def _holding(self, key: str, inbox_id: int, active: dict[str, Any] | None) -> dict[str, Any] | None:
+    async def _holding(self, key: str, inbox_id: int) -> dict[str, Any] | None:
         """The session of ``key`` where the turn of ``inbox_id`` stored its messages (the newest, if several)."""
         stmt = (select(sessions).join(messages, messages.c.session_id == sessions.c.id)
                 .where(and_(sessions.c.key == key, messages.c.inbox_id == inbox_id))

@@ -249,3 +249,24 @@ async def test_a_request_sent_again_under_its_idempotency_key_is_answered_once(s
     assert first.choices[0].message.content == second.choices[0].message.content == "echo: only once please"
     assert len(await api.inbox()) == 1
     assert sum(1 for r in fake_llm.requests if r["messages"][-1]["content"] == "only once please") == 1
+
+
+async def test_a_conversation_the_client_goes_on_with_is_not_reset_as_idle(start_api, fake_llm):
+    from sqlalchemy import update
+
+    from gateway.storage.tables import sessions
+
+    api = await start_api(sessions={"reset": {"mode": "idle", "idle_minutes": 1}})
+    history = [{"role": "user", "content": "before lunch"}]
+    history.append({"role": "assistant", "content": (await api.client.chat.completions.create(
+        model="herald", messages=history)).choices[0].message.content})
+    (session,) = await api.sessions()
+    # Two hours pass (the row says so, and this daemon's cache forgets it).
+    await api.runner.store.run_write(lambda c: c.execute(
+        update(sessions).where(sessions.c.id == session["id"]).values(updated_at=session["updated_at"] - 7200)))
+    api.runner.sessions.forget(session["key"])
+    await api.client.chat.completions.create(model="herald",
+                                             messages=[*history, {"role": "user", "content": "after lunch"}])
+    assert [s["id"] for s in await api.sessions()] == [session["id"]]
+    sent = [m["content"] for m in fake_llm.requests[-1]["messages"] if m["role"] != "system"]
+    assert sent == ["before lunch", "echo: before lunch", "after lunch"]

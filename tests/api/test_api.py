@@ -270,3 +270,15 @@ async def test_a_conversation_the_client_goes_on_with_is_not_reset_as_idle(start
     assert [s["id"] for s in await api.sessions()] == [session["id"]]
     sent = [m["content"] for m in fake_llm.requests[-1]["messages"] if m["role"] != "system"]
     assert sent == ["before lunch", "echo: before lunch", "after lunch"]
+
+
+async def test_the_sdks_stream_helpers_assemble_the_events_into_the_answer(start_api):
+    """The SDK's own accumulators check the events' order and shapes (items and parts opened before deltas)."""
+    api = await start_api()
+    async with api.client.responses.stream(model="herald", input="hello helper") as stream:
+        final = await stream.get_final_response()
+    assert (final.status, final.output_text) == ("completed", "echo: hello helper")
+    async with api.client.chat.completions.stream(
+            model="herald", messages=[{"role": "user", "content": "chat helper"}]) as chat:
+        completion = await chat.get_final_completion()
+    assert completion.choices[0].message.content == "echo: chat helper"

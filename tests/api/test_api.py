@@ -9,7 +9,7 @@ from openai import APIStatusError, NotFoundError
 
 from gateway.storage.tables import inbox
 from tests.api.conftest import Api
-from tests.fakes.llm import Reply, ToolCall
+from tests.fakes.llm import Reply, ToolCall, ToolCalls
 from tests.support.polling import wait_until
 
 
@@ -282,3 +282,15 @@ async def test_the_sdks_stream_helpers_assemble_the_events_into_the_answer(start
             model="herald", messages=[{"role": "user", "content": "chat helper"}]) as chat:
         completion = await chat.get_final_completion()
     assert completion.choices[0].message.content == "echo: chat helper"
+
+
+async def test_words_before_a_tool_call_are_not_taken_for_the_answer_without_progress_lines(start_api, fake_llm):
+    api = await start_api(display={"verbose": "off"})
+    fake_llm.script(ToolCalls([ToolCall("terminal", {"command": "echo quiet"})], text="Let me look."),
+                    Reply("It said quiet."))
+    stream = await api.client.chat.completions.create(
+        model="herald", messages=[{"role": "user", "content": "look quietly"}], stream=True)
+    shown = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    assert shown == "Let me look.\n\nIt said quiet."  # the answer once, in a paragraph of its own
+    (row,) = await answered(api)
+    assert row["reply"] == "It said quiet."

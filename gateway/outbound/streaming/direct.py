@@ -28,7 +28,9 @@ Event = tuple[Literal["text", "restart", "line"], str]
 
 
 class TextSink(Protocol):
-    """The adapter's side of a directly streamed reply; called on the loop, in the order things happened."""
+    """The adapter's side of a directly streamed reply; called on the loop, in the order things happened.
+    ``restart``: what was written so far does not begin the answer (the model call started over, or went on to
+    call tools); ``progress``: a line of its own (a tool running, a notice)."""
 
     def text(self, piece: str) -> None: ...
 
@@ -80,12 +82,17 @@ class DirectReply:
         self._add(("restart", ""))
 
     def step(self, messages: list[dict[str, Any]]) -> None:
-        """A stored step: a batch of tool calls starts its first call's line; each result starts the next."""
+        """A stored step: a batch of tool calls starts its first call's line; each result starts the next. The
+        words written before the calls were not the answer: with no line to show (/verbose off) the sink hears
+        it as a start over, so the answer's own words begin anew."""
         shown = self._verbose() != "off"
         for msg in messages:
             if msg.get("role") == "assistant" and msg.get("tool_calls"):
                 self._waiting_calls = [self._line(call) for call in msg["tool_calls"]] if shown else []
-                self._next_call()
+                if shown:
+                    self._next_call()
+                else:
+                    self._add(("restart", ""))
             elif msg.get("role") == "tool":
                 self._next_call()
 

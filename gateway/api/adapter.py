@@ -127,6 +127,7 @@ class ApiAdapter(PlatformAdapter):
             web.get("/v1/models/{model:.+}", self._guard(self._model)),
             web.post("/v1/chat/completions", self._guard(self._chat)),
             web.post("/v1/responses", self._guard(self._responses)),
+            web.get("/v1/responses/{response_id}", self._guard(self._stored_response)),
             web.route("*", "/v1/{tail:.*}", self._guard(self._unknown)),
         ]
 
@@ -204,6 +205,19 @@ class ApiAdapter(PlatformAdapter):
 
     async def _responses(self, request: web.Request, holder: str) -> web.StreamResponse:
         return await self._turn(request, holder, wire.responses_ask(await self._body(request)), "responses")
+
+    async def _stored_response(self, request: web.Request, holder: str) -> web.Response:
+        """A response as stored, however its request ended (a client cut off by a restart fetches it here)."""
+        ident = request.match_info["response_id"]
+        found = await self.conversations.request(ident.removeprefix("resp_"))
+        if found is None or found["holder"] != holder:
+            raise ApiError(404, f"No response found with id '{ident}'.", code="response_not_found")
+        answered = found["status"] in ("replied", "done") and found["reply"] is not None
+        status = "completed" if answered else "in_progress" if found["status"] == "pending" else "incomplete"
+        output = [wire.output_message(f"msg_{ident.removeprefix('resp_')}", found["reply"])] if answered else []
+        usage = wire.response_usage(await self._usage_of(ident.removeprefix("resp_")))
+        return web.json_response(wire.response(ident, self.conversations.model_name, int(time.time()), status,
+                                               output, None, usage))
 
     # ---- a question ---------------------------------------------------------------------------------------
 
@@ -289,8 +303,11 @@ class ApiAdapter(PlatformAdapter):
             seen = outcome
 
     async def _usage(self, exchange: Exchange) -> dict[str, Any]:
+        return await self._usage_of(exchange.id)
+
+    async def _usage_of(self, request_id: str) -> dict[str, Any]:
         try:
-            return wire.usage_of(*await self.conversations.usage(exchange.id))
+            return wire.usage_of(*await self.conversations.usage(request_id))
         except Exception as exc:
             log.warning("api_usage_unread", error=f"{type(exc).__name__}: {exc}")
             return wire.usage_of(0, 0)

@@ -109,6 +109,10 @@ async def test_the_responses_api_answers_and_previous_response_id_continues_the_
             completed = event.response
     assert "".join(deltas) == "echo: and again?" and completed is not None
     assert completed.output_text == "echo: and again?"
+    # A response is kept: a client cut off before its end fetches it by id.
+    assert (await api.client.responses.retrieve(completed.id)).output_text == "echo: and again?"
+    with pytest.raises(NotFoundError):
+        await api.client.responses.retrieve("resp_nope")
     assert len([m for m in fake_llm.requests[-1]["messages"] if m["role"] == "user"]) == 3
 
 

@@ -296,7 +296,9 @@ class ApprovalBroker:
     async def _store_new(self, req: Request, status: str, scope: str | None, via: str | None) -> None:
         await self.store.insert(dict(
             id=req.id, session_key=req.session_key, platform=req.chat.platform, chat_id=req.chat.chat_id,
-            thread_id=req.chat.thread_id, requested_by=req.source.user_id, turn_id=req.turn_id,
+            # Asked in another platform's chat: the requester is named with their own platform (api:NAME).
+            thread_id=req.chat.thread_id, requested_by=req.source.user_id if req.asked_in is None
+            else f"{req.source.platform}:{req.source.user_id}", turn_id=req.turn_id,
             command=req.display, command_sha256=exact_hash(req.command), reason=req.reason, level=req.level,
             status=status, scope=scope, decided_via=via, created_at=req.created_at,
             decided_at=time.time() if status != "pending" else None, owner=self.instance.id,

@@ -75,7 +75,7 @@ async def test_a_dangerous_command_is_approved_in_telegram_and_the_api_answer_co
     assert text.rstrip().splitlines()[-1].startswith("tool said: ")  # the agent went on after the approval
     (row,) = await api.rows(approvals)
     # The audit trail: asked in the Telegram chat, for the API key's holder, decided there by the owner.
-    assert (row["platform"], row["chat_id"], row["requested_by"]) == ("telegram", str(OWNER), "tester")
+    assert (row["platform"], row["chat_id"], row["requested_by"]) == ("telegram", str(OWNER), "api:tester")
     assert (row["status"], row["decided_by"], row["decided_via"]) == ("approved", str(OWNER), "button")
 
 

@@ -274,7 +274,9 @@ class ApiAdapter(PlatformAdapter):
             if not ask.prior:
                 return chat_id, {"mode": "append"}
         else:
-            chat_id = chat_for(holder, user=ask.user, first=ask.first)
+            # Open WebUI names its user in a header of its own (ENABLE_FORWARD_USER_INFO_HEADERS), not in ``user``.
+            user = ask.user or request.headers.get("X-OpenWebUI-User-Id", "")[:256]
+            chat_id = chat_for(holder, user=user, first=ask.first)
         return chat_id, await self.conversations.plan(Source(PLATFORM, chat_id, holder), ask.prior)
 
     def _forget(self, exchange: Exchange) -> None:

@@ -89,8 +89,11 @@ def _model(body: dict[str, Any]) -> str:
 
 
 def _user(body: dict[str, Any]) -> str:
+    """The client's end user (OpenAI's ``user``; some clients send an object with an ``id``), or ""."""
     user = body.get("user")
-    return clean_text(user)[:256] if isinstance(user, str) else ""
+    if isinstance(user, dict):
+        user = user.get("id")
+    return clean_text(str(user))[:256] if isinstance(user, str | int) and not isinstance(user, bool) else ""
 
 
 def _conversation(messages: list[tuple[str, str]], param: str) -> tuple[str, list[tuple[str, str]], str]:

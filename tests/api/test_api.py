@@ -298,3 +298,13 @@ async def test_words_before_a_tool_call_are_not_taken_for_the_answer_without_pro
     assert shown == "Let me look.\n\nIt said quiet."  # the answer once, in a paragraph of its own
     (row,) = await answered(api)
     assert row["reply"] == "It said quiet."
+
+
+async def test_two_end_users_opening_with_the_same_words_have_conversations_of_their_own(start_api):
+    api = await start_api()
+    hello = [{"role": "user", "content": "hello"}]
+    await api.client.chat.completions.create(model="herald", messages=hello, user="ada")
+    await api.client.chat.completions.create(model="herald", messages=hello, user="bob")
+    await api.client.chat.completions.create(model="herald", messages=hello,
+                                             extra_headers={"X-OpenWebUI-User-Id": "u-7"})
+    assert len({s["key"] for s in await api.sessions()}) == 3

@@ -282,6 +282,40 @@ class CronConfig(_Model):
         return v
 
 
+_TARGET = re.compile(r"[a-z][a-z0-9_]*:[^:\s]+(?::[^:\s]+)?")
+
+
+class ApiConfig(_Model):
+    """The OpenAI-compatible API on the daemon's HTTP server (gateway/api/): any OpenAI client talks to the agent,
+    each with a key of its own (``herald api-key create NAME``)."""
+
+    enabled: bool = False
+    # The model id clients ask for to talk to the agent; each model.choices entry is offered as <this>/<name>.
+    model_name: str = Field(default="herald", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    # Requests one key may make per minute (every /v1/ route); past it the answer is 429 with Retry-After.
+    requests_per_minute: int = Field(default=60, ge=1, le=100_000)
+    # The largest request body taken, in bytes (a client that resends the whole conversation sends it all).
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024)
+    # Where an API turn's dangerous commands are put to a person, since the API's clients cannot answer a
+    # prompt: "dashboard", or a chat as platform:chat_id[:thread_id] (ids percent-encoded), e.g. the
+    # owner's own DM with the bot. Anyone the access rules know there may answer, besides approvers and admins.
+    approvals_to: str = "dashboard"
+
+    @field_validator("approvals_to")
+    @classmethod
+    def _a_target(cls, v: str) -> str:
+        v = v.strip()
+        if v != "dashboard" and not _TARGET.fullmatch(v):
+            raise ValueError("give dashboard, or a chat as platform:chat_id[:thread_id]")
+        platform = v.partition(":")[0]
+        if v != "dashboard":
+            from gateway.platforms import PLATFORMS
+
+            if platform not in PLATFORMS:
+                raise ValueError(f"unknown platform {platform!r} (known: {', '.join(PLATFORMS)})")
+        return v
+
+
 def _platforms_model() -> type[StrictModel]:
     """``platforms.*`` from the registry: each platform declares its own section."""
     from gateway.platforms import PLATFORMS, config_class
@@ -311,6 +345,7 @@ class Config(_Model):
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
     access: AccessConfig = Field(default_factory=AccessConfig)
     cron: CronConfig = Field(default_factory=CronConfig)
+    api: ApiConfig = Field(default_factory=ApiConfig)
     platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)  # type: ignore[valid-type]
 
 

@@ -361,6 +361,14 @@ class GatewayRunner:
             platform_cfg = getattr(self.cfg.platforms, name, None)
             if platform_cfg is not None and platform_cfg.enabled:
                 self.adapters[name] = adapter_class(name)(context(platform_cfg))
+        if self.cfg.api.enabled:  # the OpenAI-compatible API: an adapter of its own beside the platforms
+            from gateway.api.adapter import ApiAdapter
+            from gateway.api.conversations import Conversations
+            from gateway.storage.api_keys import ApiKeyStore
+
+            conversations = Conversations(self.store, self.sessions, self.agents.settings, self.key_for,
+                                          self.cfg.api.model_name)
+            self.adapters[ApiAdapter.name] = ApiAdapter(context(self.cfg.api), ApiKeyStore(self.store), conversations)
         for factory in self._extra_adapters:
             adapter = factory(context(None))
             self.adapters[adapter.name] = adapter

@@ -67,6 +67,16 @@ class Request:
     # A message the agent wants to send to another chat (the send_message tool): where to, as people read it.
     # Asked like a scheduled script: always a person, Approve or Deny, granting nothing beyond itself.
     message_to: str | None = None
+    # Asked somewhere else than the turn's chat, whose platform's clients cannot answer a prompt
+    # (``PlatformAdapter.approvals_to``): the chat it is put in, or None on the dashboard alone; ``elsewhere`` says
+    # where in words ("in Telegram"), for the notices the turn's own chat gets instead of the prompt.
+    asked_in: Source | None = None
+    elsewhere: str | None = None
+
+    @property
+    def chat(self) -> Source:
+        """The chat the prompt is shown in, whose people may answer it."""
+        return self.asked_in or self.source
 
     @property
     def hash(self) -> str:

@@ -228,6 +228,25 @@ platform_cursors = Table(
 )
 
 
+# ---- keys of the OpenAI-compatible API (gateway/api/, gateway/storage/api_keys.py) ------------------------
+
+
+# One row per key ever made: only its sha256 is kept (the key itself is shown once, when made). ``name`` is who
+# holds it, the identity ``api:<name>`` (access rules, usage, the audit trail); one live key per name at a time.
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", String(16), primary_key=True),  # the public part of the key, which finds its row
+    Column("name", String(64), nullable=False),
+    Column("key_hash", String(64), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=True),  # None: never
+    Column("revoked_at", Float, nullable=True),
+    Column("last_used_at", Float, nullable=True),  # kept to the minute: a write per request would cost more
+    Index("ix_api_keys_name", "name"),
+)
+
+
 # ---- approvals of dangerous commands (gateway/approvals/) ----------------------------------------
 
 

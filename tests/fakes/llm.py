@@ -49,6 +49,9 @@ class Reply:
     # With cut_after: end the body cleanly there (no finish_reason, no [DONE]), as a proxy closing between two
     # events would, instead of dropping the connection.
     cut_clean: bool = False
+    # An asyncio.Event the stream waits for after its first piece: a test holds the rest back until it has seen
+    # that piece arrive on its own (streaming shown without a guess at how fast anything is).
+    gate: Any = None
 
     @classmethod
     def streamed(cls, chunks: list[str], chunk_delay: float, **kw: Any) -> Reply:
@@ -419,6 +422,8 @@ class FakeLLM(HttpFake):
                     request.transport.abort()
                     return resp
                 await asyncio.sleep(chunk_delay)
+                if n == 1 and getattr(step, "gate", None) is not None:
+                    await step.gate.wait()  # type: ignore[union-attr]
                 await resp.write(chunk({"content": piece}))
             head, pieces = [], []
         parts = head + [chunk({"content": piece}) for piece in pieces]

@@ -22,7 +22,9 @@ PACKAGES = ("gateway", "cron")
 REGISTRY = ROOT / "gateway" / "platforms" / "__init__.py"
 # Words that are a platform's name by coincidence: (module, what in the literal holds it). The agent's tools that
 # read the world wide one are named so (tools.web_fetch.*, tools.web_search.*).
-ALLOWED = {("gateway/talk/help.py", tool) for tool in ("web_fetch", "web_search")}
+ALLOWED = {("gateway/talk/help.py", tool) for tool in ("web_fetch", "web_search")} | {
+    ("gateway/api/adapter.py", "OpenWebUI"),  # Open WebUI's own header, which the API reads
+}
 
 
 def words(text: str) -> set[str]:

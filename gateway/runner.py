@@ -62,6 +62,7 @@ from gateway.platforms.base import (
     PlatformAdapter,
     Source,
 )
+from gateway.session.chats import Chats
 from gateway.session.history import History
 from gateway.session.manager import SessionManager
 from gateway.storage.store import Store
@@ -309,11 +310,12 @@ class GatewayRunner:
         # profile's home, media folder included).
         sandbox = self.agents.sandbox
         media = Path(sandbox.workspace) / "attachments" if sandbox is not None else self.paths.media_dir
+        chats = Chats(self.store, self.key_for, self.lanes, self.sessions, self.bus)
 
         def context(config: Any) -> AdapterContext:
             return AdapterContext(gateway=self, config=config, home=self.paths.home, media_dir=media,
                                   chat_log=self.store.chat_log, platforms=dict(self.cfg.platforms),
-                                  cursors=self.store.cursors, broadcast=self.bus, faults=self.faults)
+                                  cursors=self.store.cursors, broadcast=self.bus, faults=self.faults, chats=chats)
 
         for name in PLATFORMS:
             platform_cfg = getattr(self.cfg.platforms, name, None)

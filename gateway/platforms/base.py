@@ -34,6 +34,10 @@ from gateway.kernel.chunking import Dialect as Dialect  # adapters declare their
 from gateway.kernel.faults import Unavailable as Unavailable  # adapters catch it from the contract
 from gateway.kernel.health import kind_of
 from gateway.kernel.logs import redact
+from gateway.platforms.chats import ChatBusy as ChatBusy  # the chats' port, kept in chats.py
+from gateway.platforms.chats import ChatHit as ChatHit
+from gateway.platforms.chats import ChatInfo as ChatInfo
+from gateway.platforms.chats import Chats as Chats
 from gateway.platforms.files import FileUnavailable as FileUnavailable  # the contract's too, kept in files.py
 from gateway.platforms.files import TooBig as TooBig
 from gateway.platforms.files import file_ref as file_ref
@@ -178,6 +182,15 @@ class Button:
     style: ButtonStyle = "default"
 
 
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    path: str                 # absolute path on the daemon's disk (the workspace or the media folder)
+    filename: str
+    mime: str
+    caption: str | None = None
+    kind: Literal["image", "audio", "voice", "video", "document"] = "document"
+
+
 @dataclass(slots=True)
 class OutboundMessage:
     """Markdown text the agent wrote (or the gateway said), before any platform dialect."""
@@ -190,6 +203,7 @@ class OutboundMessage:
     reply_handle: dict[str, Any] | None = None
     # Only the addressee sees it, where the platform can do that (Discord, Slack); elsewhere a normal message.
     ephemeral: bool = False
+    attachments: list[Attachment] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,7 +306,7 @@ class ChatLog(Protocol):
 
     async def add(self, platform: str, chat_id: str, message_id: str, role: str, text: str,
                   buttons: list[dict[str, Any]] | None = None, user_id: str | None = None,
-                  wait: bool = True) -> bool: ...
+                  wait: bool = True, files: list[dict[str, Any]] | None = None) -> bool: ...
 
     async def edit(self, platform: str, message_id: str, text: str | None,
                    buttons: list[dict[str, Any]] | None) -> dict[str, Any] | None: ...
@@ -362,6 +376,7 @@ class AdapterContext:
     cursors: Cursors | None = None
     broadcast: Broadcast | None = None
     faults: FaultSink = NO_FAULTS  # where the adapter counts what it met (bad input, platform faults)
+    chats: Chats | None = None  # the chats' list, titles and search, for a client that shows them
 
 
 class Outbound:
@@ -513,6 +528,16 @@ class PlatformAdapter(abc.ABC):
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         self.outbound.typing(chat_id, thread_id)
+
+    async def send_file(self, chat_id: str, attachment: Attachment, message: OutboundMessage,
+                        idempotency_key: str | None = None) -> list[str]:
+        """Post one file (``attachment.caption`` with it where the platform has captions); the ids of what it
+        posted. ``idempotency_key`` as for ``send``."""
+        raise PermanentError(f"{self.name} cannot send files")
+
+    async def file_limit(self, chat_id: str) -> int:
+        """Bytes the platform takes in one file in that chat (0: it takes none)."""
+        return 0
 
     async def answer_press(self, press: ButtonPress, notice: str | None) -> bool:
         """Show ``notice`` to whoever pressed (ephemeral where the platform has it). Called once per press.

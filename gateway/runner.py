@@ -253,7 +253,8 @@ class GatewayRunner:
         from gateway.ops.http import HttpServer
 
         dashboard = Dashboard(self.readiness, self.adapters, self.lanes, self.sessions, self.approvals,
-                              self.store.run_read, self.notices, lambda: self._stopping, self.bus)
+                              self.store.run_read, self.notices, lambda: self._stopping, self.bus,
+                              faults=self.faults, prices=self.cfg.model.prices)
         self._http = HttpServer(self, dashboard.routes())
         await self._http.start()
         # Each adapter connects under its credential locks, then recovers what its platform left unfinished.

@@ -51,6 +51,8 @@ from gateway.platforms.web.markdown import warm as warm_markdown
 log = structlog.get_logger("herald.web")
 
 MAX_TEXT = 32_000
+# The events that move a chat in the list of chats (gateway/platforms/web/static/chat.js).
+_MOVES = ("message", "renamed", "deleted")
 # The page's script and style are files of this package, never inline: nothing injected into it could run.
 _PAGE_POLICY = {"Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; "
                                            "form-action 'self'"}
@@ -125,6 +127,8 @@ class WebAdapter(PlatformAdapter):
         self.files = WebFiles(ctx.home, self.token, getattr(ctx.config, "max_upload_mb", 20.0))
         add_secret(self.token)  # masked in every log line and stored error from here on
         self._subscribers: dict[str, set[asyncio.Queue[str]]] = {}
+        # The streams that asked to hear when another chat moves (the page, for its list of chats): stream -> its chat.
+        self._watchers: dict[asyncio.Queue[str], str] = {}
         # Several instances behind one address: a client's event stream may be held by another instance than
         # the one answering its chat, so every event is told to the others too (a reference to the chat log
         # row, or the small event itself), and each passes on what its own clients wait for.
@@ -146,6 +150,7 @@ class WebAdapter(PlatformAdapter):
         for task in list(self._tasks):
             task.cancel()
         self._heard_events = None
+        self._watchers.clear()
         for queues in self._subscribers.values():
             for q in queues:
                 q.put_nowait("")  # wakes the stream so it can close
@@ -219,14 +224,16 @@ class WebAdapter(PlatformAdapter):
             for q in list(queues):
                 if q.qsize() < 1000:
                     q.put_nowait(frame)
-        if event in ("message", "renamed", "deleted"):
-            # Whoever follows another chat hears that this one moved, for the list of chats beside it.
-            moved = f"event: activity\ndata: {json.dumps({'chat_id': chat_id}, ensure_ascii=False)}\n\n"
-            for other, others in self._subscribers.items():
-                if other != chat_id:
-                    for q in list(others):
-                        if q.qsize() < 1000:
-                            q.put_nowait(moved)
+        if event in _MOVES and self._watchers:
+            self._moved(chat_id)
+
+    def _moved(self, chat_id: str) -> None:
+        """The streams following other chats that asked (``?activity=1``) hear that this one moved: which chat,
+        never what was said."""
+        moved = f"event: activity\ndata: {json.dumps({'chat_id': chat_id}, ensure_ascii=False)}\n\n"
+        for q, followed in list(self._watchers.items()):
+            if followed != chat_id and q.qsize() < 1000:
+                q.put_nowait(moved)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
@@ -239,7 +246,11 @@ class WebAdapter(PlatformAdapter):
             told = json.loads(payload)
         except ValueError:
             return
-        if told.get("o") == self._origin or told.get("c") not in self._subscribers:
+        if told.get("o") == self._origin:
+            return
+        if told.get("c") not in self._subscribers:
+            if told.get("e") in _MOVES and self._watchers:
+                self._moved(str(told.get("c")))
             return
         if self._heard_events is None:
             self._heard_events = asyncio.Queue()
@@ -465,6 +476,8 @@ class WebAdapter(PlatformAdapter):
         await response.prepare(request)
         queue: asyncio.Queue[str] = asyncio.Queue()
         self._subscribers.setdefault(chat_id, set()).add(queue)
+        if request.query.get("activity") == "1":
+            self._watchers[queue] = chat_id
         try:
             await response.write(b": connected\n\n")
             while True:
@@ -478,6 +491,7 @@ class WebAdapter(PlatformAdapter):
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
+            self._watchers.pop(queue, None)
             subs = self._subscribers.get(chat_id)
             if subs is not None:
                 subs.discard(queue)

@@ -123,15 +123,22 @@ async def test_delete_removes_the_chat_and_refuses_while_a_turn_runs(web: Any, f
     assert not any("marmalade" in str(m.get("content")) for m in sent)
 
 
-async def test_a_chat_that_moves_is_told_to_the_streams_of_the_others(web: Any) -> None:
+async def test_a_chat_that_moves_is_told_to_the_streams_of_the_others_that_ask(web: Any) -> None:
     _runner, _adapter, api = web
-    async with api.http.get(api.base + "/api/v1/chats/watching/events") as stream:
+    async with api.http.get(api.base + "/api/v1/chats/watching/events?activity=1") as stream, \
+            api.http.get(api.base + "/api/v1/chats/deaf/events") as deaf:
         await stream.content.readline()  # ": connected"
+        await deaf.content.readline()
         await api.say("elsewhere", "hi")
         frames = b""
         while b"event: activity" not in frames:
             frames += await stream.content.readany()
+        await api.say("deaf", "and here")  # its own message reaches the stream that did not ask for activity
+        heard = b""
+        while b"and here" not in heard:
+            heard += await deaf.content.readany()
     assert b'"chat_id": "elsewhere"' in frames and b'"role"' not in frames  # that it moved, not what was said
+    assert b"activity" not in heard and b"elsewhere" not in heard
 
 
 async def test_files_uploaded_with_a_message(web: Any, fake_llm: Any) -> None:

@@ -334,7 +334,7 @@ async function stream() {
   while (!abort.signal.aborted) {
     try {
       setStatus(nodes.size ? "reconnecting…" : "connecting…", "");
-      const r = await fetch(`${chatPath(id)}/events`, { headers: { "Authorization": "Bearer " + token }, signal: abort.signal });
+      const r = await fetch(`${chatPath(id)}/events?activity=1`, { headers: { "Authorization": "Bearer " + token }, signal: abort.signal });
       if (r.status === 401) throw new Unauthorised();
       if (!r.ok) throw new Error("the event stream answered " + r.status);
       const reader = r.body.getReader(); const dec = new TextDecoder(); let buf = "";

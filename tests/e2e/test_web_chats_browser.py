@@ -137,7 +137,7 @@ def _files(page: Any, tmp_path: Path) -> None:
     sent = page.locator("#log .msg.user", has_text="what are these?")
     expect(sent.locator("img")).to_have_count(1)
     expect(sent.locator("a.file")).to_contain_text("notes.txt")
-    assert sent.locator("img").evaluate("img => img.complete && img.naturalWidth") == 160
+    expect(sent.locator("img")).to_have_js_property("naturalWidth", 160)  # loaded, through the page's policy
     expect(assistant(page, "echo: what are these?")).to_contain_text("notes.txt")
     expect(page.locator("#pending .chip")).to_have_count(0)
     page.screenshot(path=str(tmp_path / "chats-desktop.png"), full_page=True)

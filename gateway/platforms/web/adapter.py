@@ -4,6 +4,10 @@ The token lives in ``$HERALD_HOME/web_token`` (0600, created on first start); wh
 owner, so the web chat needs no allowlist, and the daemon's whole HTTP API (/api/) lets them in. The chat
 history it serves is kept in the database (chat_log), so a restart keeps it. Sends are idempotent: a chunk's
 idempotency key is its message id, so a chunk resent after a crash is stored (and shown) once.
+
+The owner has many chats: the list of them (titles, last activity), rename, delete and search go through the
+chats' port the runner provides (``AdapterContext.chats``), so this package imports only the contract. Files
+uploaded with a message, and those the agent sends, are files.py's.
 """
 
 from __future__ import annotations

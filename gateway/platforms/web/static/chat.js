@@ -161,9 +161,11 @@ async function press(buttonId, btn) {
 
 // ---- the list of chats ----------------------------------------------------------------------------------
 
+// A chat not started yet is a "New chat"; one without a title (a cron job's reports only) is untitled.
+const titleOf = c => c.title || (c.last_activity ? "Untitled chat" : "New chat");
 function currentTitle() {
   const c = chats.find(c => c.id === chatId);
-  return (c && c.title) || "New chat";
+  return c ? titleOf(c) : "New chat";
 }
 function showList() {
   const items = chats.slice();
@@ -171,7 +173,7 @@ function showList() {
   chatsEl.replaceChildren(...items.map(c => {
     const b = document.createElement("button"); b.type = "button"; b.className = "chat"; b.dataset.id = c.id;
     b.setAttribute("aria-current", c.id === chatId ? "true" : "false");
-    const name = document.createElement("span"); name.className = "name"; name.textContent = c.title || "New chat";
+    const name = document.createElement("span"); name.className = "name"; name.textContent = titleOf(c);
     const when = document.createElement("time"); when.textContent = c.last_activity ? ago(c.last_activity) : "not started";
     b.append(name, when);
     b.onclick = () => { highlight = []; openChat(c.id); };

@@ -67,6 +67,7 @@ from gateway.platforms.base import (
     PlatformAdapter,
     Source,
 )
+from gateway.session.chats import Chats
 from gateway.session.history import History
 from gateway.session.manager import SessionManager
 from gateway.storage.store import Store
@@ -290,7 +291,8 @@ class GatewayRunner:
         from gateway.ops.http import HttpServer
 
         dashboard = Dashboard(self.readiness, self.adapters, self.lanes, self.sessions, self.approvals,
-                              self.store.run_read, self.notices, lambda: self._stopping, self.bus)
+                              self.store.run_read, self.notices, lambda: self._stopping, self.bus,
+                              faults=self.faults, prices=self.cfg.model.prices)
         self._http = HttpServer(self, dashboard.routes())
         await self._http.start()
         # Each adapter connects under its credential locks, then recovers what its platform left unfinished.
@@ -350,12 +352,13 @@ class GatewayRunner:
         # profile's home, media folder included).
         sandbox = self.agents.sandbox
         media = Path(sandbox.workspace) / "attachments" if sandbox is not None else self.paths.media_dir
+        chats = Chats(self.store, self.key_for, self.lanes, self.sessions, self.bus)
 
         def context(config: Any) -> AdapterContext:
             return AdapterContext(gateway=self, config=config, home=self.paths.home, media_dir=media,
                                   chat_log=self.store.chat_log, platforms=dict(self.cfg.platforms),
                                   cursors=self.store.cursors, broadcast=self.bus, faults=self.faults,
-                                  receipts=self.store.outbox)
+                                  receipts=self.store.outbox, chats=chats)
 
         for name in PLATFORMS:
             platform_cfg = getattr(self.cfg.platforms, name, None)

@@ -58,6 +58,7 @@ MODEL_FAULTS = {
     "auth": "model_error",
 }
 _MAX_RECENT = 4096  # events kept for the "recent" counts; more than this in five minutes is shown as a floor
+_MINUTES_KEPT = 24 * 60 + 1
 
 
 class Faults:
@@ -66,6 +67,9 @@ class Faults:
         self._clock = clock
         self._lock = threading.Lock()
         self._recent: deque[tuple[float, str]] = deque(maxlen=_MAX_RECENT)
+        # Per minute of the clock, the faults per class of the last day (the dashboard's chart): a count, not
+        # an event each, so a storm of faults costs no memory.
+        self._minutes: deque[tuple[int, dict[str, int]]] = deque(maxlen=_MINUTES_KEPT)
         self._conditions: dict[str, tuple[str, str, float]] = {}  # name -> (fault class, reason, since)
         self._degraded: set[str] = set()  # conditions shown by /readyz that do not make it "not ready"
 
@@ -75,7 +79,13 @@ class Faults:
         if fault not in FAULT_CLASSES:
             raise ValueError(f"unknown fault class {fault!r}")
         with self._lock:
-            self._recent.append((self._clock(), fault))
+            now = self._clock()
+            self._recent.append((now, fault))
+            minute = int(now // 60)
+            if not self._minutes or self._minutes[-1][0] != minute:
+                self._minutes.append((minute, {}))
+            counts = self._minutes[-1][1]
+            counts[fault] = counts.get(fault, 0) + 1
         self.metrics.fault(fault)
         log.warning("fault", fault=fault, **fields)
 
@@ -139,6 +149,19 @@ class Faults:
                 if at < horizon:
                     break
                 counts[fault] = counts.get(fault, 0) + 1
+        return counts
+
+
+    def per_class(self, seconds: float) -> dict[str, int]:
+        """Faults per class over the last ``seconds`` (whole minutes, up to a day): every one, however many."""
+        since = int((self._clock() - seconds) // 60)
+        counts: dict[str, int] = {}
+        with self._lock:
+            for minute, per in reversed(self._minutes):
+                if minute <= since:
+                    break
+                for fault, n in per.items():
+                    counts[fault] = counts.get(fault, 0) + n
         return counts
 
 

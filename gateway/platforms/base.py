@@ -33,6 +33,10 @@ from gateway.kernel.chunking import Dialect as Dialect  # adapters declare their
 from gateway.kernel.faults import Unavailable as Unavailable  # adapters catch it from the contract
 from gateway.kernel.health import kind_of
 from gateway.kernel.logs import redact
+from gateway.platforms.chats import ChatBusy as ChatBusy  # the chats' port, kept in chats.py
+from gateway.platforms.chats import ChatHit as ChatHit
+from gateway.platforms.chats import ChatInfo as ChatInfo
+from gateway.platforms.chats import Chats as Chats
 from gateway.platforms.errors import CredentialRejected as CredentialRejected  # the contract's, kept in errors.py
 from gateway.platforms.errors import DeliveryError as DeliveryError
 from gateway.platforms.errors import FormattingError as FormattingError
@@ -88,7 +92,7 @@ class ChatLog(Protocol):
 
     async def add(self, platform: str, chat_id: str, message_id: str, role: str, text: str,
                   buttons: list[dict[str, Any]] | None = None, user_id: str | None = None,
-                  wait: bool = True) -> bool: ...
+                  wait: bool = True, files: list[dict[str, Any]] | None = None) -> bool: ...
 
     async def edit(self, platform: str, message_id: str, text: str | None,
                    buttons: list[dict[str, Any]] | None) -> dict[str, Any] | None: ...
@@ -172,6 +176,7 @@ class AdapterContext:
     broadcast: Broadcast | None = None
     faults: FaultSink = NO_FAULTS  # where the adapter counts what it met (bad input, platform faults)
     receipts: Receipts | None = None
+    chats: Chats | None = None  # the chats' list, titles and search, for a client that shows them
 
 
 class Outbound:

@@ -211,6 +211,8 @@ chat_log = Table(
     Column("buttons", JSON, nullable=True),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    # The files the message carries (uploaded with it, or sent by the agent): [{id, name, mime, kind, size}].
+    Column("files", JSON, nullable=True),
     UniqueConstraint("platform", "message_id", name="uq_chat_log_message"),
     Index("ix_chat_log_chat", "platform", "chat_id", "id"),
 )

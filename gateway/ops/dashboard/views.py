@@ -50,8 +50,10 @@ def _table(head: list[str], rows: list[str], empty: str) -> str:
     return f'<table><thead><tr>{th}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
-def overview(data: Overview) -> str:
-    return "".join([_summary(data), _adapters(data.adapters), _approvals(data.approvals),
+def overview(data: Overview, charts: str = "") -> str:
+    """``charts``: the charts panel (gateway/ops/dashboard/panels.py), rendered apart since its figures are read
+    less often."""
+    return "".join([_summary(data), charts, _adapters(data.adapters), _approvals(data.approvals),
                     _sessions(data.sessions), _jobs(data.jobs), _failures(data.failures), _parked(data.parked),
                     _audit(data.events)])
 

@@ -20,6 +20,7 @@ _PACKAGES = (
     "telegram",
     "slack",
     "discord",
+    "matrix",
 )
 
 PLATFORMS: dict[str, Declaration] = {name: importlib.import_module(f"{__name__}.{name}").PLATFORM

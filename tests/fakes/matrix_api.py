@@ -130,6 +130,7 @@ class FakeMatrix(PlatformFake[Sent]):
         self.faults: list[Fault] = []
         self.floods: dict[str, float] = {}
         self.left: list[str] = []  # rooms the bot left (invites declined)
+        self.read_back: list[str] = []  # rooms whose /messages the bot paged through
         self.on_send: Callable[[Sent], None] | None = None
         self._closing = False
         self._ids = itertools.count(1)
@@ -428,6 +429,7 @@ class FakeMatrix(PlatformFake[Sent]):
     async def _messages(self, request: web.Request) -> web.Response:
         user, _device, _token = self._auth(request)
         room = self._room(request, user)
+        self.read_back.append(room.room_id)
         q = request.query
         start = int(q.get("from", f"s{self.position}")[1:])
         stop = int(q["to"][1:]) if q.get("to", "").startswith("s") else 0

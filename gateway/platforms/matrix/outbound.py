@@ -33,6 +33,17 @@ _KINDS = (("image/", "m.image"), ("audio/", "m.audio"), ("video/", "m.video"))
 NO_MENTIONS: dict[str, Any] = {}  # m.mentions: the text of an answer pings nobody by accident
 
 
+def too_big(name: str, size: int, limit: int | None) -> PermanentError:
+    said = f"the homeserver's {human_size(limit)} limit" if limit else "the homeserver's limit"
+    return PermanentError(f"{name} is {human_size(size)}, over {said} for files")
+
+
+def human_size(size: int) -> str:
+    if size >= 1_048_576:
+        return f"{size / 1_048_576:.1f} MB"
+    return f"{size / 1024:.0f} KB" if size >= 10_240 else f"{size} bytes"
+
+
 def event_id_of(platform_message_id: str | None, room_id: str) -> str | None:
     """The event behind a ``<room>/<event>`` id, when it is in ``room_id``."""
     if not platform_message_id:
@@ -149,8 +160,7 @@ class MatrixOutbound(Outbound):
         size = path.stat().st_size
         limit = await media.upload_limit() if media is not None else None
         if limit is not None and size > limit:
-            raise PermanentError(f"{name} is {size / 1_048_576:.1f} MB, over the homeserver's "
-                                 f"{limit / 1_048_576:.1f} MB limit for files")
+            raise too_big(name, size, limit)
         room = client.rooms.get(chat_id)
         encrypt = bool(room is not None and room.encrypted and client.olm is not None)
         try:
@@ -158,6 +168,9 @@ class MatrixOutbound(Outbound):
                                                  filesize=size)
         except Exception as exc:
             raise map_exception(exc) from exc
+        if getattr(uploaded, "status_code", None) == "M_TOO_LARGE" and media is not None:
+            limit = await media.upload_limit(again=True)  # the limit changed since it was read
+            raise too_big(name, size, limit)
         check(uploaded)
         msgtype = next((kind for prefix, kind in _KINDS if mime.startswith(prefix)), "m.file")
         content: dict[str, Any] = {"msgtype": msgtype, "body": caption or name, "filename": name,

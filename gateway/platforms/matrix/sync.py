@@ -133,7 +133,7 @@ class SyncLoop:
 
     def _invites(self, response: Any) -> None:
         for room_id, info in response.rooms.invite.items():
-            self._invited(room_id, [getattr(e, "source", None) or {} for e in info.invite_state])
+            self._invited(room_id, [stripped(e) for e in info.invite_state])
 
     async def _gap(self, room_id: str, start: str, since: str) -> list[Any]:
         """The events between the position and a limited timeline's start, oldest first."""
@@ -202,3 +202,12 @@ class SyncLoop:
             log.warning("matrix_position_not_saved", error=f"{type(exc).__name__}: {exc}")
             return
         self._saved = position
+
+
+def stripped(event: Any) -> dict[str, Any]:
+    """An invite's stripped state event as the homeserver sent it (nio keeps its content apart from its source)."""
+    source = dict(getattr(event, "source", None) or {})
+    content = getattr(event, "content", None)
+    if isinstance(content, dict) and "content" not in source:
+        source["content"] = content
+    return source

@@ -162,9 +162,10 @@ class Media:
                 return
         raise FileUnavailable("the homeserver does not serve media")
 
-    async def upload_limit(self) -> int | None:
-        """The largest upload the homeserver takes (``m.upload.size``), or None when it does not say."""
-        if self._upload_limit is not None:
+    async def upload_limit(self, again: bool = False) -> int | None:
+        """The largest upload the homeserver takes (``m.upload.size``), or None when it does not say; read once
+        (``again``: read anew, after the homeserver refused a file the old figure let through)."""
+        if self._upload_limit is not None and not again:
             return self._upload_limit
         import aiohttp
 

@@ -361,7 +361,9 @@ class FakeMatrix(PlatformFake[Sent]):
         q = request.query
         since = int(q["since"][1:]) if q.get("since", "").startswith("s") else None
         sync_filter = json.loads(q.get("filter") or "{}")
-        limit = int(((sync_filter.get("room") or {}).get("timeline") or {}).get("limit") or 10)
+        timeline = (sync_filter.get("room") or {}).get("timeline") or {}
+        limit = int(timeline.get("limit") or 10)
+        hidden = frozenset(timeline.get("not_senders") or ())
         full_state = q.get("full_state") == "true"
         if user == BOT:
             self.sync_calls.append({"since": since, "full_state": full_state, "timeout": q.get("timeout"),
@@ -373,7 +375,7 @@ class FakeMatrix(PlatformFake[Sent]):
                         self.confirmed_at[event_id] = now
         deadline = time.monotonic() + int(q.get("timeout") or 0) / 1000
         while True:
-            body, handed = self._sync_body(user, since, limit, full_state)
+            body, handed = self._sync_body(user, since, limit, full_state, hidden)
             left = deadline - time.monotonic()
             if handed or full_state or since is None or left <= 0 or self._closing:
                 break
@@ -388,7 +390,7 @@ class FakeMatrix(PlatformFake[Sent]):
                 self.handed_out.setdefault(event_id, now)
         return web.json_response(body)
 
-    def _sync_body(self, user: str, since: int | None, limit: int, full_state: bool
+    def _sync_body(self, user: str, since: int | None, limit: int, full_state: bool, hidden: frozenset[str]
                    ) -> tuple[dict[str, Any], list[str]]:
         join: dict[str, Any] = {}
         invite: dict[str, Any] = {}
@@ -406,9 +408,9 @@ class FakeMatrix(PlatformFake[Sent]):
                 continue
             if membership != "join":
                 continue
-            new = [(p, e) for p, e in room.timeline if since is None or p > since]
+            new = [(p, e) for p, e in room.timeline if (since is None or p > since) and e["sender"] not in hidden]
             newly_joined = since is not None and room.joined_at.get(user, 0) > since
-            if not new and not full_state:
+            if not new and not full_state and not newly_joined:
                 continue
             shown = new[-limit:]
             entry: dict[str, Any] = {

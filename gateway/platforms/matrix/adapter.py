@@ -198,7 +198,7 @@ class MatrixAdapter(PlatformAdapter):
         if source.get("sender") == self.cfg.user_id:
             self.inbound.saw_own(room_id, source)
             return "own"
-        room = self.client.rooms.get(room_id) if self.client is not None else None
+        room = await self._room(room_id)
         if source.get("type") == ENCRYPTED:  # still encrypted: nio could not (or may not) decrypt it
             self._unreadable(room_id, room, source)
             return "left"
@@ -224,6 +224,18 @@ class MatrixAdapter(PlatformAdapter):
         if accepted:
             self.outbound.working.note(room_id, msg.source.thread_id, str(source.get("event_id")))
         return "taken" if accepted else "left"
+
+    async def _room(self, room_id: str) -> Any:
+        """nio's view of the room, its members asked for when no sync has told them yet (whether it is a DM
+        depends on them)."""
+        client = self.client
+        room = client.rooms.get(room_id) if client is not None else None
+        if room is not None and room.member_count == 0:
+            try:
+                await call(client.joined_members(room_id))
+            except Exception as exc:
+                log.info("matrix_members_failed", room_id=room_id, error=f"{type(exc).__name__}: {exc}")
+        return room
 
     def _unreadable(self, room_id: str, room: Any, event: dict[str, Any]) -> None:
         """An encrypted message from someone who may talk here: the room is told once why there is no answer."""

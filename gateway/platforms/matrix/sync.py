@@ -38,10 +38,14 @@ TIMELINE_LIMIT = 50
 GAP_PAGE = 100
 GAP_PAGES = 20  # a gap longer than this many pages is read back only this far (newest first), and logged
 FLUSH_EVERY = 0.5
-# Presence and typing/receipts wake a long poll for nothing the bot reads: filtered out.
-FILTER: dict[str, Any] = {"presence": {"not_types": ["*"]},
-                          "room": {"timeline": {"limit": TIMELINE_LIMIT}, "ephemeral": {"not_types": ["*"]}}}
-FIRST_FILTER: dict[str, Any] = {**FILTER, "room": {**FILTER["room"], "timeline": {"limit": 1}}}
+
+
+def sync_filter(user_id: str, limit: int = TIMELINE_LIMIT) -> dict[str, Any]:
+    """Presence, typing and receipts, and the bot's own events (every answer it sends would come back), wake a
+    long poll for nothing the bot reads: filtered out."""
+    return {"presence": {"not_types": ["*"]},
+            "room": {"timeline": {"limit": limit, "not_senders": [user_id]}, "ephemeral": {"not_types": ["*"]}}}
+
 TOKEN_REFUSED = ("M_UNKNOWN_TOKEN", "M_MISSING_TOKEN")
 
 
@@ -64,6 +68,7 @@ class SyncLoop:
         self._state = states
         self._stopping = stopping
         self.position: str | None = None  # every event before it is in the inbox
+        self.filter = sync_filter(user_id)
         self.loaded: dict[str, str] = {}  # what the cursors held at start (the position, and the adapter's marks)
         self._saved: str | None = None
         self._task: asyncio.Task[None] | None = None
@@ -86,7 +91,7 @@ class SyncLoop:
                 log.warning("matrix_position_refused", error=str(exc))
                 first = True
         if first:
-            response = await self._sync(0, FIRST_FILTER, since=None, full_state=False)
+            response = await self._sync(0, sync_filter(self.user_id, 1), since=None, full_state=False)
             self._invites(response)
             self.position = response.next_batch
             await self.flush()
@@ -119,7 +124,7 @@ class SyncLoop:
     async def once(self, timeout_ms: int, full_state: bool = False) -> bool:
         """One sync from the position, its events taken; whether the position moved past them all."""
         since = self.position
-        response = await self._sync(timeout_ms, FILTER, since, full_state)
+        response = await self._sync(timeout_ms, self.filter, since, full_state)
         self._invites(response)
         for room_id, info in response.rooms.join.items():
             events = list(info.timeline.events)

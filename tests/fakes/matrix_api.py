@@ -548,7 +548,14 @@ class FakeMatrix(PlatformFake[Sent]):
         found = self.events.get(request.match_info["event"])
         if found is None or found[0] != room.room_id:
             return self._err("M_NOT_FOUND", "Event not found", 404)
-        return web.json_response({**found[2], "room_id": room.room_id})
+        event = {**found[2], "room_id": room.room_id}
+        replies = [e for _, e in room.timeline if (e["content"].get("m.relates_to") or {}).get("rel_type") == "m.thread"
+                   and e["content"]["m.relates_to"].get("event_id") == event["event_id"]]
+        if replies:  # the bundled aggregation a thread's root comes with
+            event["unsigned"] = {**event["unsigned"], "m.relations": {"m.thread": {
+                "count": len(replies), "latest_event": replies[-1],
+                "current_user_participated": any(e["sender"] == user for e in replies)}}}
+        return web.json_response(event)
 
     async def _joined_members(self, request: web.Request) -> web.Response:
         user, _device, _token = self._auth(request)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from gateway.platforms.base import (
 )
 from gateway.platforms.matrix import STORE_DIR
 from gateway.platforms.matrix.config import MatrixConfig
-from gateway.platforms.matrix.inbound import ENCRYPTED, REACTION, MatrixInbound
+from gateway.platforms.matrix.inbound import ENCRYPTED, MESSAGE, REACTION, MatrixInbound, replied_to, thread_of
 from gateway.platforms.matrix.markup import MAX_CONTENT
 from gateway.platforms.matrix.outbound import MatrixOutbound
 from gateway.platforms.matrix.reactions import APPROVAL_KEYS, NUMBERED, variants
@@ -50,6 +51,7 @@ CANNOT_READ = ("🔒 This room is end-to-end encrypted, and this bot's Matrix ac
                "unencrypted room, or ask its operator to turn encryption on.")
 CANNOT_DECRYPT = ("🔒 I could not decrypt a message here: this device has not been given its keys. Send it again "
                   "in a moment; if this keeps happening, verify the bot's device (see Herald's README, Matrix).")
+LEARN_AGAIN = 60.0  # seconds before a thread or message found not to be the bot's is asked about again
 TOLD = "encryption notice sent"  # the cursor mark of a room told CANNOT_READ (once, across restarts)
 _KEYS = frozenset(k for key in (*APPROVAL_KEYS.values(), *NUMBERED) for k in variants(key))
 
@@ -73,6 +75,7 @@ class MatrixAdapter(PlatformAdapter):
         self.sync: SyncLoop | None = None
         self._told: set[str] = set()  # rooms told they cannot be read (or decrypted)
         self._invites: set[str] = set()  # invites being answered
+        self._asked: dict[str, float] = {}  # event id -> when it may be asked about again (``_learn``)
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # ---- lifecycle -------------------------------------------------------------------------------
@@ -207,6 +210,8 @@ class MatrixAdapter(PlatformAdapter):
             return "left"
         try:
             msg = self.inbound.message(room_id, room, source)
+            if msg is None and self.inbound.chat_type(room) != "dm" and await self._learn(room_id, source):
+                msg = self.inbound.message(room_id, room, source)
         except Exception as exc:
             # A bug in normalising one event must not wedge the sync.
             log.error("matrix_event_failed", event_id=source.get("event_id"), error=f"{type(exc).__name__}: {exc}")
@@ -236,6 +241,46 @@ class MatrixAdapter(PlatformAdapter):
             except Exception as exc:
                 log.info("matrix_members_failed", room_id=room_id, error=f"{type(exc).__name__}: {exc}")
         return room
+
+    async def _learn(self, room_id: str, event: dict[str, Any]) -> bool:
+        """Whether a message not (yet) seen to be for the bot follows up in a thread it posted in or replies to
+        one of its messages, from before this process started: asked of the homeserver (the thread root's
+        aggregation says whether the bot took part; a reply's target, who sent it), once per thread or event
+        and minute."""
+        content = event.get("content") if isinstance(event.get("content"), dict) else {}
+        root, reply = thread_of(content), replied_to(content)
+        if event.get("type") != MESSAGE or not self.cfg.require_mention:
+            return False
+        learnt = False
+        if root and (room_id, root) not in self.inbound.threads and self._ask(root):
+            found = await self._fetch(room_id, root)
+            thread = ((found.get("unsigned") or {}).get("m.relations") or {}).get("m.thread") or {}
+            if found.get("sender") == self.cfg.user_id or thread.get("current_user_participated"):
+                self.inbound.threads.add((room_id, root))
+                learnt = True
+        if reply and reply not in self.inbound.own_events and self._ask(reply) \
+                and (await self._fetch(room_id, reply)).get("sender") == self.cfg.user_id:
+            self.inbound.own_events.add(reply)
+            learnt = True
+        return learnt
+
+    def _ask(self, event_id: str) -> bool:
+        now = time.monotonic()
+        if self._asked.get(event_id, 0.0) > now:
+            return False
+        self._asked[event_id] = now + LEARN_AGAIN
+        if len(self._asked) > 10_000:
+            self._asked = {k: v for k, v in self._asked.items() if v > now}
+        return True
+
+    async def _fetch(self, room_id: str, event_id: str) -> dict[str, Any]:
+        try:
+            found = (await call(self.client.room_get_event(room_id, event_id))).event
+        except Exception as exc:
+            log.info("matrix_event_lookup_failed", event_id=event_id, error=f"{type(exc).__name__}: {exc}")
+            return {}
+        source = getattr(found, "source", None)
+        return source if isinstance(source, dict) else {}
 
     def _unreadable(self, room_id: str, room: Any, event: dict[str, Any]) -> None:
         """An encrypted message from someone who may talk here: the room is told once why there is no answer."""

@@ -127,3 +127,25 @@ def test_m_limit_exceeded_is_rate_limited_for_its_retry_after_ms() -> None:
     error = error_of(RoomSendError("Too Many Requests", "M_LIMIT_EXCEEDED", retry_after_ms=2500))
     assert isinstance(error, RateLimited) and error.retry_after == 2.5
     assert error_of(RoomSendError("Too Many Requests", "M_LIMIT_EXCEEDED")).retry_after > 0  # type: ignore[union-attr]
+
+
+async def test_after_a_restart_a_thread_the_bot_posted_in_and_a_reply_to_it_still_need_no_mention(
+        start_mx: Factory, fake_mx: FakeMatrix) -> None:
+    room = fake_mx.room([ALICE, BOB, BOT], name="general")
+    first = await start_mx()
+    root = fake_mx.user_message(room, ALICE, "a topic")["event_id"]
+    fake_mx.user_message(room, ALICE, "start it", thread=root, mention=True)
+    await fake_mx.wait_sent(answered("echo: start it"))
+    fake_mx.user_message(room, ALICE, "for the main room", mention=True)
+    main = (await fake_mx.wait_sent(answered("echo: for the main room")))[-1]
+    await first.shutdown()
+    await start_mx()  # what the bot knew of its threads and messages went with the process
+    fake_mx.user_message(room, BOB, "carrying on", thread=root)
+    fake_mx.user_message(room, BOB, "about your answer", reply_to=main.event_id)
+    other = fake_mx.user_message(room, BOB, "another topic")["event_id"]
+    fake_mx.user_message(room, ALICE, "not the bot's thread", thread=other)
+    await fake_mx.wait_sent(answered("echo: carrying on"))
+    await fake_mx.wait_sent(answered("echo: about your answer"))
+    fake_mx.user_message(room, ALICE, "last", mention=True)
+    await fake_mx.wait_sent(answered("echo: last"))
+    assert "echo: not the bot's thread" not in fake_mx.texts(room)

@@ -125,3 +125,28 @@ async def test_the_position_is_saved_under_the_account_so_another_account_starts
 async def _saved_past(runner: Any, position: int) -> bool:
     saved = await saved_position(runner)
     return saved is not None and int(saved[1:]) >= position
+
+
+async def test_a_homeserver_in_trouble_makes_the_adapter_retry_and_lose_nothing(start_mx: Factory,
+                                                                              fake_mx: FakeMatrix) -> None:
+    room = fake_mx.dm(ALICE)
+    runner = await start_mx()
+    mx = runner.adapters["matrix"]
+    fake_mx.fail("sync", "500", times=2)
+    fake_mx.fail("sync", "429", times=1, retry_after_ms=300)
+    fake_mx.user_message(room, ALICE, "through the trouble")
+    await wait_until(lambda: mx.state == "retrying", what="the adapter retrying")
+    await fake_mx.wait_sent(answered("echo: through the trouble"), timeout=30)
+    await wait_until(lambda: mx.state == "connected", what="connected again")
+    assert fake_mx.texts(room) == ["echo: through the trouble"]
+
+
+async def test_a_token_revoked_while_running_restarts_the_adapter_which_says_why(start_mx: Factory,
+                                                                               fake_mx: FakeMatrix) -> None:
+    runner = await start_mx()
+    mx = runner.adapters["matrix"]
+    del fake_mx.tokens[fake_mx.bot_token]  # logged out elsewhere
+    fake_mx.user_message(fake_mx.dm(ALICE), ALICE, "anyone?")  # wakes the long poll
+    await wait_until(lambda: "refused the access token" in (mx.last_error or ""), timeout=15,
+                     what="the refusal named")
+    assert mx.state == "retrying"

@@ -30,6 +30,7 @@ from urllib.parse import quote
 import pytest
 import yaml
 
+from tests.e2e import conftest as e2e
 from tests.e2e.conftest import Herald, free_port, wait_until
 
 pytestmark = [
@@ -43,6 +44,12 @@ START_TIMEOUT = 90.0
 PASSWORD = "correct horse battery staple"
 # Synapse's rate limits would slow a test that logs in and writes quickly: lifted.
 _UNLIMITED = {"per_second": 1000, "burst_count": 1000}
+
+
+@pytest.fixture(autouse=True)
+def patient_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Herald is ready once its Matrix login and first sync are done: Synapse on a busy machine takes its time."""
+    monkeypatch.setattr(e2e, "START_TIMEOUT", START_TIMEOUT)
 
 
 @dataclass

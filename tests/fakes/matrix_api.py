@@ -155,7 +155,6 @@ class FakeMatrix(PlatformFake[Sent]):
             web.post(f"{c}/rooms/{{room}}/leave", self._leave), web.get(f"{c}/rooms/{{room}}/messages", self._messages),
             web.get(f"{c}/rooms/{{room}}/event/{{event}}", self._get_event),
             web.get(f"{c}/rooms/{{room}}/joined_members", self._joined_members),
-            web.put(f"{c}/rooms/{{room}}/typing/{{user}}", self._typing),
             web.post("/_matrix/media/v3/upload", self._upload), web.get(f"{media}/config", self._media_config),
             web.get(f"{media}/download/{{server}}/{{media}}", self._download),
             web.get(f"{media}/download/{{server}}/{{media}}/{{name}}", self._download),
@@ -238,9 +237,10 @@ class FakeMatrix(PlatformFake[Sent]):
     def dm(self, user: str) -> str:
         return self.room([user, BOT])
 
-    def invite(self, inviter: str, *, direct: bool = True, members: list[str] | None = None) -> str:
-        """``inviter`` makes a room and invites the bot (a DM with ``direct``)."""
-        room_id = self.room([inviter, *(members or [])])
+    def invite(self, inviter: str, *, direct: bool = True, members: list[str] | None = None,
+               room_id: str | None = None) -> str:
+        """``inviter`` makes a room (or takes ``room_id``) and invites the bot (a DM with ``direct``)."""
+        room_id = room_id or self.room([inviter, *(members or [])])
         self._member(room_id, BOT, "invite", by=inviter, is_direct=direct)
         return room_id
 
@@ -562,10 +562,6 @@ class FakeMatrix(PlatformFake[Sent]):
         room = self._room(request, user)
         return web.json_response({"joined": {u: {"display_name": self.users.get(u, {}).get("displayname")}
                                              for u, m in room.members.items() if m == "join"}})
-
-    async def _typing(self, request: web.Request) -> web.Response:
-        self._auth(request)
-        return web.json_response({})
 
     # ---- the content repository --------------------------------------------------------------------
 

@@ -59,10 +59,6 @@ async def start_mx(home: Path, tmp_path: Path, fake_llm: FakeLLM, fake_mx: FakeM
         await runner.shutdown()
 
 
-async def stop(runner: GatewayRunner) -> None:
-    await runner.shutdown()
-
-
 def adapter(runner: GatewayRunner) -> MatrixAdapter:
     a = runner.adapters["matrix"]
     assert isinstance(a, MatrixAdapter)

@@ -80,7 +80,7 @@ async def test_invites_to_a_room_outside_allowed_rooms_are_declined(start_mx: Fa
     listed = fake_mx.room([ALICE, BOB])
     await start_mx(allowed_rooms=[listed])
     elsewhere = fake_mx.invite(ALICE, direct=False, members=[BOB])
-    fake_mx._member(listed, BOT, "invite", by=ALICE)
+    fake_mx.invite(ALICE, direct=False, room_id=listed)
     await wait_until(lambda: fake_mx.joined(listed) and elsewhere in fake_mx.left, what="invites answered")
 
 

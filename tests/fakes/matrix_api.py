@@ -36,6 +36,7 @@ from aiohttp import web
 
 from tests.fakes.base import PlatformFake
 from tests.fakes.loop_thread import ServedInThread
+from tests.fakes.matrix_keys import KeyServer
 
 SERVER = "fake.test"
 BOT = f"@herald:{SERVER}"
@@ -105,11 +106,12 @@ class Fault:
     retry_after_ms: int = 1000
 
 
-class FakeMatrix(PlatformFake[Sent]):
+class FakeMatrix(KeyServer, PlatformFake[Sent]):
     runner_options = {**PlatformFake.runner_options, "handler_cancellation": True}  # long polls
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
-        super().__init__(host, port)
+        PlatformFake.__init__(self, host, port)
+        KeyServer.__init__(self)
         self.users: dict[str, dict[str, Any]] = {BOT: {"password": "bot-password", "displayname": BOT_NAME}}
         self.bot_token = f"syt_aGVyYWxk_{secrets.token_urlsafe(15)}_fake"
         self.tokens: dict[str, tuple[str, str]] = {self.bot_token: (BOT, BOT_DEVICE)}
@@ -157,7 +159,7 @@ class FakeMatrix(PlatformFake[Sent]):
             web.get(f"{c}/rooms/{{room}}/joined_members", self._joined_members),
             web.post("/_matrix/media/v3/upload", self._upload), web.get(f"{media}/config", self._media_config),
             web.get(f"{media}/download/{{server}}/{{media}}", self._download),
-            web.get(f"{media}/download/{{server}}/{{media}}/{{name}}", self._download),
+            web.get(f"{media}/download/{{server}}/{{media}}/{{name}}", self._download), *self.key_routes(c),
         ]
 
     async def start(self) -> str:
@@ -355,7 +357,7 @@ class FakeMatrix(PlatformFake[Sent]):
         return web.json_response({"versions": ["v1.1", "v1.5", "v1.11"], "unstable_features": {}})
 
     async def _sync(self, request: web.Request) -> web.StreamResponse:
-        user, _device, _token = self._auth(request)
+        user, device, _token = self._auth(request)
         if (fault := self._fault(request, "sync")) is not None:
             return fault
         q = request.query
@@ -377,7 +379,7 @@ class FakeMatrix(PlatformFake[Sent]):
         while True:
             body, handed = self._sync_body(user, since, limit, full_state, hidden)
             left = deadline - time.monotonic()
-            if handed or full_state or since is None or left <= 0 or self._closing:
+            if handed or full_state or since is None or left <= 0 or self._closing or self.waiting_for(user, device):
                 break
             async with self._cond:
                 try:
@@ -388,7 +390,7 @@ class FakeMatrix(PlatformFake[Sent]):
             now = time.monotonic()
             for event_id in handed:
                 self.handed_out.setdefault(event_id, now)
-        return web.json_response(body)
+        return web.json_response({**body, **self.device_part(user, device, since)})
 
     def _sync_body(self, user: str, since: int | None, limit: int, full_state: bool, hidden: frozenset[str]
                    ) -> tuple[dict[str, Any], list[str]]:
@@ -424,8 +426,7 @@ class FakeMatrix(PlatformFake[Sent]):
             join[room.room_id] = entry
             handed += [e["event_id"] for _, e in shown]
         body = {"next_batch": f"s{self.position}", "rooms": {"join": join, "invite": invite, "leave": {}},
-                "to_device": {"events": []}, "presence": {"events": []}, "account_data": {"events": []},
-                "device_lists": {"changed": [], "left": []}, "device_one_time_keys_count": {}}
+                "presence": {"events": []}, "account_data": {"events": []}}
         return body, handed
 
     async def _messages(self, request: web.Request) -> web.Response:

@@ -36,6 +36,7 @@ from gateway.platforms.base import (
 )
 from gateway.platforms.matrix import STORE_DIR
 from gateway.platforms.matrix.config import MatrixConfig
+from gateway.platforms.matrix.crypto import KeyWait
 from gateway.platforms.matrix.inbound import ENCRYPTED, MESSAGE, REACTION, MatrixInbound, replied_to, thread_of
 from gateway.platforms.matrix.markup import MAX_CONTENT
 from gateway.platforms.matrix.outbound import MatrixOutbound
@@ -76,6 +77,8 @@ class MatrixAdapter(PlatformAdapter):
         self._told: set[str] = set()  # rooms told they cannot be read (or decrypted)
         self._invites: set[str] = set()  # invites being answered
         self._asked: dict[str, float] = {}  # event id -> when it may be asked about again (``_learn``)
+        self.key_wait = KeyWait(lambda: self.client, self._take, self._gave_up,
+                                lambda: self.sync.release() if self.sync is not None else None)
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # ---- lifecycle -------------------------------------------------------------------------------
@@ -106,10 +109,11 @@ class MatrixAdapter(PlatformAdapter):
                 fingerprint = client.olm.account.identity_keys["ed25519"]
                 log.info("matrix_device", device_id=client.device_id,
                          fingerprint=" ".join(fingerprint[i:i + 4] for i in range(0, len(fingerprint), 4)))
+            saved = await self.ctx.cursors.load(self.name) if self.ctx.cursors is not None else {}
+            self._told = {room for room, mark in saved.items() if mark == TOLD}
             self.sync = SyncLoop(self.name, self.cfg.user_id, lambda: self.client, self.ctx.cursors, self._take,
-                                 self._invited, self._keys, self._state, lambda: self.gateway.stopping)
-            await self.sync.start()
-            self._told = {room for room, mark in self.sync.loaded.items() if mark == TOLD}
+                                 self._invited, self._after_sync, self._state, lambda: self.gateway.stopping)
+            await self.sync.start(saved)
         except BaseException:
             await self.stop()
             raise
@@ -203,6 +207,9 @@ class MatrixAdapter(PlatformAdapter):
             return "own"
         room = await self._room(room_id)
         if source.get("type") == ENCRYPTED:  # still encrypted: nio could not (or may not) decrypt it
+            if self.client is not None and self.client.olm is not None:
+                self.key_wait.hold(room_id, event)  # its key may yet come
+                return "held"
             self._unreadable(room_id, room, source)
             return "left"
         if source.get("type") == REACTION:
@@ -283,17 +290,28 @@ class MatrixAdapter(PlatformAdapter):
         return source if isinstance(source, dict) else {}
 
     def _unreadable(self, room_id: str, room: Any, event: dict[str, Any]) -> None:
-        """An encrypted message from someone who may talk here: the room is told once why there is no answer."""
+        """An encrypted message from someone who may talk here, with encryption off: the room is told once (across
+        restarts) why there is no answer."""
+        if self._may_be_told(room_id, room, event):
+            self._spawn(self._tell(room_id, CANNOT_READ, keep=True), name="matrix:notice")
+
+    def _gave_up(self, room_id: str, event: dict[str, Any]) -> None:
+        """An encrypted message whose key never came (crypto.py): the room is told, once while this process runs."""
+        room = self.client.rooms.get(room_id) if self.client is not None else None
+        if self._may_be_told(room_id, room, event):
+            self._spawn(self._tell(room_id, CANNOT_DECRYPT, keep=False), name="matrix:notice")
+
+    def _may_be_told(self, room_id: str, room: Any, event: dict[str, Any]) -> bool:
         sender = str(event.get("sender") or "")
         who = Source(platform=self.name, chat_id=room_id, user_id=sender, chat_type=self.inbound.chat_type(room))
         if room_id in self._told or not self.gateway.may_talk(who):
-            return
+            return False
         self._told.add(room_id)
-        decrypting = self.client is not None and self.client.olm is not None
-        if decrypting:
-            log.warning("matrix_undecryptable", room_id=room_id, event_id=event.get("event_id"))
-        self._spawn(self._tell(room_id, CANNOT_DECRYPT if decrypting else CANNOT_READ, keep=not decrypting),
-                    name="matrix:notice")
+        return True
+
+    async def _after_sync(self) -> None:
+        await self._keys()
+        await self.key_wait.retry()
 
     async def _tell(self, room_id: str, text: str, keep: bool) -> None:
         try:

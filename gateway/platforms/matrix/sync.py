@@ -30,8 +30,9 @@ from gateway.platforms.matrix.transport import call
 log = structlog.get_logger("herald.matrix")
 
 # taken: in the inbox; own: the bot's own event; left: not for the agent, a duplicate, refused; failed: the inbox
-# could not take it (the position stays, and the homeserver hands it out again).
-Outcome = Literal["taken", "own", "left", "failed"]
+# could not take it (the position stays, and the homeserver hands it out again); held: encrypted, its key not
+# here yet (the position moves on, but is saved no further than before it until it is released: crypto.py).
+Outcome = Literal["taken", "own", "left", "failed", "held"]
 
 POLL_MS = 30_000
 TIMELINE_LIMIT = 50
@@ -67,9 +68,9 @@ class SyncLoop:
         self._after = after  # what follows every sync (the end-to-end keys' upkeep)
         self._state = states
         self._stopping = stopping
-        self.position: str | None = None  # every event before it is in the inbox
+        self.position: str | None = None  # every event before it is in the inbox (or held)
+        self.hold: str | None = None  # a position before an event still held: saved instead of ``position``
         self.filter = sync_filter(user_id)
-        self.loaded: dict[str, str] = {}  # what the cursors held at start (the position, and the adapter's marks)
         self._saved: str | None = None
         self._task: asyncio.Task[None] | None = None
         self._flusher: asyncio.Task[None] | None = None
@@ -77,10 +78,10 @@ class SyncLoop:
 
     # ---- start and stop ---------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Find the position (a first start's: now) and take what came since; then sync on in a task."""
-        self.loaded = await self.cursors.load(self.platform) if self.cursors is not None else {}
-        self.position = self._saved = self.loaded.get(self.user_id)
+    async def start(self, saved: dict[str, str]) -> None:
+        """Find the position (``saved``'s, the platform's cursors; a first start's: now) and take what came
+        since; then sync on in a task."""
+        self.position = self._saved = saved.get(self.user_id)
         first = self.position is None
         if not first:
             try:
@@ -96,6 +97,7 @@ class SyncLoop:
             self.position = response.next_batch
             await self.flush()
             log.info("matrix_first_start", note="messages from before this start are not answered")
+        await self._after()  # the end-to-end keys of the rooms' members known before the first message comes
         self.closed = asyncio.get_running_loop().create_future()
         self._task = asyncio.create_task(self._loop(), name="matrix:sync")
         self._flusher = asyncio.create_task(self._flush_loop(), name="matrix:position")
@@ -113,9 +115,13 @@ class SyncLoop:
     # ---- syncing --------------------------------------------------------------------------------
 
     async def _sync(self, timeout_ms: int, sync_filter: dict[str, Any], since: str | None, full_state: bool) -> Any:
+        client = self._client()
+        # nio skips (decrypts nothing in) an answer whose token it saw last: asked again from an older position
+        # (the inbox refused an event), the same answer must be handled again.
+        client.next_batch = since
         try:
-            return await call(self._client().sync(timeout=timeout_ms, sync_filter=sync_filter, since=since,
-                                                  full_state=full_state or None))
+            return await call(client.sync(timeout=timeout_ms, sync_filter=sync_filter, since=since,
+                                          full_state=full_state or None))
         except PermanentError as exc:
             if any(code in str(exc) for code in TOKEN_REFUSED):
                 raise TokenRefused(str(exc)) from exc
@@ -131,8 +137,11 @@ class SyncLoop:
             if info.timeline.limited and info.timeline.prev_batch and since:
                 events = await self._gap(room_id, info.timeline.prev_batch, since) + events
             for event in events:
-                if await self._take(room_id, event) == "failed":
+                outcome = await self._take(room_id, event)
+                if outcome == "failed":
                     return False
+                if outcome == "held" and self.hold is None:
+                    self.hold = since
         self.position = response.next_batch
         return True
 
@@ -197,8 +206,12 @@ class SyncLoop:
             await asyncio.sleep(FLUSH_EVERY)
             await self.flush()
 
+    def release(self) -> None:
+        """Nothing is held any more: the position may be saved past where it was held."""
+        self.hold = None
+
     async def flush(self) -> None:
-        position = self.position
+        position = self.hold or self.position
         if position is None or position == self._saved or self.cursors is None:
             return
         try:

@@ -41,14 +41,15 @@ async def say(client: Any, room: str, text: str) -> None:
 
 async def answer(client: Any, room: str, text: str, timeout: float = 20) -> str:
     """The bot's answer ending in ``text``, decrypted by the person's client (it must have come encrypted)."""
-    from nio import RoomMessageText
+    from nio import RoomMessageNotice, RoomMessageText
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         response = await client.sync(timeout=500)
         info = response.rooms.join.get(room) if hasattr(response, "rooms") else None
         for event in info.timeline.events if info else []:
-            if isinstance(event, RoomMessageText) and event.sender == BOT and event.body.endswith(text):
+            if isinstance(event, RoomMessageText | RoomMessageNotice) and event.sender == BOT \
+                    and event.body.endswith(text):
                 assert event.decrypted, "the bot answered in the clear in an encrypted room"
                 return str(event.body)
     raise AssertionError(f"no answer to {text!r}")
@@ -90,3 +91,20 @@ async def test_a_message_whose_key_comes_late_waits_for_it_and_holds_the_saved_p
     assert await answer(alice, room, "patience") == "echo: patience"
     await say(alice, room, "and again")
     assert await answer(alice, room, "and again") == "echo: and again"
+
+
+async def test_a_message_whose_key_never_comes_is_given_up_on_with_a_word_and_the_position_moves_on(
+        start_mx: Factory, fake_mx: FakeMatrix, alice: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway.platforms.matrix import crypto
+    from gateway.platforms.matrix.adapter import CANNOT_DECRYPT
+
+    monkeypatch.setattr(crypto, "KEY_WAIT", 0.0)  # given up on at the first look after the sync that held it
+    room = fake_mx.room([ALICE, BOT], encrypted=True)
+    runner = await start_mx(encryption=True)
+    fake_mx.hold_to_device(BOT)
+    await say(alice, room, "lost key")
+    assert await answer(alice, room, CANNOT_DECRYPT[-30:]) == CANNOT_DECRYPT
+    sync = runner.adapters["matrix"].sync  # type: ignore[attr-defined]
+    [lost] = [p for r, p, ev in fake_mx.events.values() if r == room and ev["sender"] == ALICE
+              and ev["type"] == "m.room.encrypted"]
+    assert sync.hold is None and int(sync.position[1:]) >= lost

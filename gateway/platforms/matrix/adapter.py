@@ -138,6 +138,8 @@ class MatrixAdapter(PlatformAdapter):
         sync, self.sync = self.sync, None
         if sync is not None:
             await sync.stop()
+        # What waited for its key comes again from the saved position (held before it) at the next start.
+        self.key_wait.waiting.clear()
         client, self.client = self.client, None
         if client is not None:
             with contextlib.suppress(Exception):

@@ -88,7 +88,7 @@ def synapse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synapse]:
     config = folder / "homeserver.yaml"
     subprocess.run([sys.executable, "-m", "synapse.app.homeserver", "--server-name", "localhost",
                     "--config-path", str(config), "--generate-config", "--report-stats=no",
-                    "--data-directory", str(folder)], check=True, capture_output=True, timeout=120)
+                    "--data-directory", str(folder)], cwd=folder, check=True, capture_output=True, timeout=120)
     port, secret = free_port(), secrets.token_hex(16)
     settings = yaml.safe_load(config.read_text())
     settings.update(

@@ -21,6 +21,7 @@ _PACKAGES = (
     "slack",
     "discord",
     "whatsapp",
+    "matrix",
 )
 
 PLATFORMS: dict[str, Declaration] = {name: importlib.import_module(f"{__name__}.{name}").PLATFORM

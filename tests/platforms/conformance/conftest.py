@@ -10,6 +10,7 @@ import pytest
 from tests.fakes.llm import FakeLLM
 from tests.platforms.conformance.discord_driver import DiscordDriver
 from tests.platforms.conformance.driver import PlatformDriver
+from tests.platforms.conformance.matrix_driver import MatrixDriver
 from tests.platforms.conformance.slack_driver import SlackHttpDriver, SlackSocketDriver
 from tests.platforms.conformance.telegram_driver import TelegramDriver, TelegramWebhookDriver
 from tests.platforms.conformance.web_driver import WebDriver
@@ -24,6 +25,7 @@ DRIVERS: dict[str, type[PlatformDriver]] = {
     "slack-http": SlackHttpDriver,
     "discord": DiscordDriver,
     "whatsapp": WhatsAppDriver,
+    "matrix": MatrixDriver,
 }
 
 

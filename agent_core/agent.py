@@ -73,6 +73,10 @@ class TurnCallbacks:
     # follow) or with the turn (the answer). Neither changes the result.
     on_text: Callable[[str], None] | None = None
     on_text_restart: Callable[[], None] = field(default=_nothing)
+    # Messages that arrived for the turn while it ran (a person adding to what they asked): called before
+    # each model call, it returns user messages to add at that point, in order, already stored by the
+    # callback (the agent does not pass them to on_step). May raise StepRefused.
+    inject: Callable[[], list[dict[str, Any]]] | None = None
 
 
 def _guarded(fn: Callable[..., None] | None) -> Callable[..., None] | None:
@@ -188,6 +192,8 @@ class _Turn:
         # history is invalid for the next request.
         self.open_calls: list[str] = []
         names = agent.tool_names if agent.tool_names is not None else agent.registry.names(ctx.config)
+        # Offered for this turn only, after the agent's own (the list stays in one order while they are the same).
+        names = [*names, *(n for n in getattr(ctx, "extra_tools", ()) if n not in names)]
         self.allowed = frozenset(names)
         self.tools = agent.registry.schemas(names) or None
         self.on_text, self.on_restart = _guarded(callbacks.on_text), _guarded(callbacks.on_text_restart)
@@ -222,6 +228,7 @@ class _Turn:
         while True:
             if self.interrupt.is_set():
                 return self.interrupted()
+            self.take_injected()
             self.compact(None)
             grace = self.iterations >= self.agent.max_iterations
             try:
@@ -255,6 +262,16 @@ class _Turn:
             self.answer_call(call_id, _UNKNOWN_RESULT)
         if missing:
             self.step(*self.new)
+
+    def take_injected(self) -> None:
+        """What a person added while the turn ran, as user messages before the next call (after the tools)."""
+        if self.callbacks.inject is None:
+            return
+        added = self.callbacks.inject()
+        if added:
+            self.messages.extend(added)
+            self.new.extend(added)
+            self.activity("took a message sent meanwhile")
 
     def compact(self, error: LLMError | None) -> bool:
         """Context compression, before a model call (``error`` None) or after one failed for length."""

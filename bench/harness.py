@@ -38,7 +38,7 @@ REPLY_TIMEOUT = 30.0
 LOG_LEVELS = ["debug", "info", "warning", "error"]
 # Never inherited by the bench's daemon: it must run on the config and credentials the bench gives it, not on
 # the developer's own Herald settings or real bot tokens.
-NOT_INHERITED = ("HERALD_", "TELEGRAM_", "DISCORD_", "SLACK_")
+NOT_INHERITED = ("HERALD_", "TELEGRAM_", "DISCORD_", "SLACK_", "WHATSAPP_", "MATRIX_")
 
 
 def free_port() -> int:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, ValidationError, create_model, field_vali
 
 from gateway.kernel.configbase import StrictModel
 from tools.config import ToolsConfig
+from tools.mcp.config import McpConfig
 
 
 class ConfigError(Exception):
@@ -143,11 +144,20 @@ class DisplayConfig(_Model):
 
 
 class GatewayConfig(_Model):
-    busy_mode: Literal["queue", "interrupt"] = "queue"
+    # A message sent while a turn runs: queue (answered after it), interrupt (stops it, answered instead) or
+    # steer (the running turn reads it before its next step; answered after it when the turn ends first).
+    busy_mode: Literal["queue", "interrupt", "steer"] = "queue"
+    # An edit of a message whose turn is over: ignore it, steer it into the running turn (a turn of its own
+    # when none runs), or answer it as a new turn. An edit before its turn starts replaces the text; one while
+    # its turn runs is steered in as a correction.
+    on_edit: Literal["ignore", "steer", "new_turn"] = "ignore"
     max_queue: int = Field(default=20, ge=1, le=10_000)
     max_concurrent_turns: int = Field(default=16, ge=1, le=512)
     turn_timeout_seconds: float = Field(default=900.0, gt=0)
     drain_seconds: float = Field(default=30.0, ge=0)
+    # Turns of one message that may begin and take the daemon down with them (an OOM kill, a crash) before the
+    # message is set aside instead of run again (gateway/turns/attempts.py).
+    max_attempts: int = Field(default=3, ge=1, le=1000)
     # Tokens (in + out) one user may spend per day (local midnight to midnight); None = no limit. Cron runs
     # are nobody's.
     daily_token_budget: int | None = Field(default=None, ge=1)
@@ -315,6 +325,40 @@ class SpeechConfig(_Model):
     max_chars: int = Field(default=4000, ge=100, le=100_000)  # a longer answer is spoken up to here
 
 
+_TARGET = re.compile(r"[a-z][a-z0-9_]*:[^:\s]+(?::[^:\s]+)?")
+
+
+class ApiConfig(_Model):
+    """The OpenAI-compatible API on the daemon's HTTP server (gateway/api/): any OpenAI client talks to the agent,
+    each with a key of its own (``herald api-key create NAME``)."""
+
+    enabled: bool = False
+    # The model id clients ask for to talk to the agent; each model.choices entry is offered as <this>/<name>.
+    model_name: str = Field(default="herald", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    # Requests one key may make per minute (every /v1/ route); past it the answer is 429 with Retry-After.
+    requests_per_minute: int = Field(default=60, ge=1, le=100_000)
+    # The largest request body taken, in bytes (a client that resends the whole conversation sends it all).
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024)
+    # Where an API turn's dangerous commands are put to a person, since the API's clients cannot answer a
+    # prompt: "dashboard", or a chat as platform:chat_id[:thread_id] (ids percent-encoded), e.g. the
+    # owner's own DM with the bot. Anyone the access rules know there may answer, besides approvers and admins.
+    approvals_to: str = "dashboard"
+
+    @field_validator("approvals_to")
+    @classmethod
+    def _a_target(cls, v: str) -> str:
+        v = v.strip()
+        if v != "dashboard" and not _TARGET.fullmatch(v):
+            raise ValueError("give dashboard, or a chat as platform:chat_id[:thread_id]")
+        platform = v.partition(":")[0]
+        if v != "dashboard":
+            from gateway.platforms import PLATFORMS
+
+            if platform not in PLATFORMS:
+                raise ValueError(f"unknown platform {platform!r} (known: {', '.join(PLATFORMS)})")
+        return v
+
+
 def _platforms_model() -> type[StrictModel]:
     """``platforms.*`` from the registry: each platform declares its own section."""
     from gateway.platforms import PLATFORMS, config_class
@@ -339,12 +383,15 @@ class Config(_Model):
     http: HttpConfig = Field(default_factory=HttpConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    # MCP servers whose tools the agent gets (tools/mcp/config.py; gateway/mcp/).
+    mcp: McpConfig = Field(default_factory=McpConfig)
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
     access: AccessConfig = Field(default_factory=AccessConfig)
     cron: CronConfig = Field(default_factory=CronConfig)
     media: MediaConfig = Field(default_factory=MediaConfig)
     transcription: TranscriptionConfig = Field(default_factory=TranscriptionConfig)
     tts: SpeechConfig = Field(default_factory=SpeechConfig)
+    api: ApiConfig = Field(default_factory=ApiConfig)
     platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)  # type: ignore[valid-type]
 
 
@@ -477,14 +524,19 @@ def secret_env_names(cfg: BaseModel) -> list[str]:
                 value = getattr(node, field)
                 if field.endswith("_env") and isinstance(value, str):
                     names.append(value)
+                elif field.endswith("_env") and isinstance(value, dict):  # name -> variable (MCP headers_env)
+                    names.extend(v for v in value.values() if isinstance(v, str))
                 else:
                     walk(value)
         elif isinstance(node, list | tuple):
             for item in node:
                 walk(item)
         elif isinstance(node, dict):
-            for item in node.values():
-                walk(item)
+            for key, item in node.items():
+                if isinstance(key, str) and key.endswith("_env") and isinstance(item, str):  # an MCP server's env
+                    names.append(item)
+                else:
+                    walk(item)
 
     walk(cfg)
     return names

@@ -48,6 +48,9 @@ class TurnControl(Protocol):
     async def enqueue(self, adapter: PlatformAdapter, msg: InboundMessage, key: str) -> int | None:
         """Store ``msg`` as a follow-up and queue it even when busy_mode is interrupt; the queue's length."""
 
+    async def steer_text(self, adapter: PlatformAdapter, msg: InboundMessage, key: str) -> bool | None:
+        """Store ``msg`` and hand it to the running turn (True), or queue it when none runs (False)."""
+
 
 class Resubmit(Protocol):
     """The session lanes, for a command that stores a message of its own (/retry)."""

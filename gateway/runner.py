@@ -42,6 +42,7 @@ from gateway.config import Config, Paths
 from gateway.inbound.accept import Inbound
 from gateway.inbound.access import AccessControl
 from gateway.inbound.dispatch import Dispatcher
+from gateway.inbound.edits import Edits
 from gateway.inbound.pairing import PAIRING_COMMANDS, PairingService
 from gateway.inbound.recovery import Recovery
 from gateway.inbound.routing import SessionRouter
@@ -49,6 +50,9 @@ from gateway.inbound.supervisor import Supervisor
 from gateway.kernel.faults import Faults
 from gateway.kernel.health import private_status, public_status
 from gateway.kernel.metrics import Counters, Metrics
+from gateway.mcp.commands import MCP_COMMANDS
+from gateway.mcp.service import McpService
+from gateway.mcp.service import warnings as mcp_warnings
 from gateway.media.hub import Media
 from gateway.media.voice import VOICE_COMMANDS, VoiceDeps
 from gateway.ops.systemd import SystemdNotifier
@@ -60,20 +64,30 @@ from gateway.platforms.base import (
     Accepted,
     AdapterContext,
     ButtonPress,
+    Capabilities,
     InboundMessage,
     PlatformAdapter,
     Source,
 )
+from gateway.session.chats import Chats
 from gateway.session.history import History
 from gateway.session.manager import SessionManager
 from gateway.storage.store import Store
+from gateway.talk.audit import ToolAudit
+from gateway.talk.clarify import BUTTON_PREFIX as CLARIFY_PREFIX
+from gateway.talk.clarify import ClarifyBroker
+from gateway.talk.help import about
+from gateway.talk.outgoing import Messenger
 from gateway.turns import sandboxing
 from gateway.turns.agents import AgentFactory
+from gateway.turns.attempts import Attempts
 from gateway.turns.compression import COMPRESS_COMMANDS, Compressor
 from gateway.turns.executor import TurnExecutor
 from gateway.turns.lanes import Lanes
 from gateway.turns.memory import MEMORY_COMMANDS, MemoryBook
 from gateway.turns.usage import USAGE_COMMANDS, UsageDeps, UsageLedger
+from tools.registry import ToolRegistry
+from tools.registry import registry as builtin_tools
 
 log = structlog.get_logger("herald.runner")
 
@@ -82,12 +96,6 @@ log = structlog.get_logger("herald.runner")
 READY_WAIT = 60.0
 
 AdapterFactory = Callable[[AdapterContext], PlatformAdapter]
-
-
-def _tool_named(name: str) -> Any:
-    from tools.registry import registry
-
-    return registry.get(name)
 
 
 class GatewayRunner:
@@ -115,6 +123,7 @@ class GatewayRunner:
         self._build_access()
         self._build_agent()
         self._build_approvals()
+        self._build_talk()
         self._build_turns()
         self._build_commands()
         self._build_inbound()
@@ -144,8 +153,13 @@ class GatewayRunner:
         # The warnings: /readyz repeats them. The egress proxy (tools/egress.py) runs until shutdown.
         sandbox, self.warnings, self.egress = sandboxing.setup(cfg, self.paths)
         self.memory = MemoryBook(self.store, self, cfg.agent.memory_max_chars, cfg.sessions.per_user_in_groups)
+        # This daemon's tools: the built-in ones, and its MCP servers' while they are up (gateway/mcp/).
+        tools = self.tools = ToolRegistry(base=builtin_tools)
+        self.mcp = McpService(cfg, self.paths, tools, self.faults, lambda: self.agents.sandbox)
+        self.warnings += mcp_warnings(cfg.mcp)
         self.agents = AgentFactory(cfg, self.paths, self._prompt_hint, self.metrics.llm_call, self.faults.model,
-                                   sandbox=sandbox, tool_extras=self._tool_extras)
+                                   sandbox=sandbox, tool_extras=self._tool_extras, registry=tools,
+                                   extra_tools=self.mcp.tool_names)
         self.sessions = SessionManager(self.store, cfg.sessions, self.agents.system_prompt,
                                        carry=self.agents.settings.carry, prompt_addendum=self.memory.snapshot)
         self.usage = UsageLedger(self.store, cfg.model.prices, cfg.gateway.daily_token_budget)
@@ -160,6 +174,23 @@ class GatewayRunner:
                                         self.adapters, self.access, self, self.instance, self.agents.secret_values,
                                         metrics=self.metrics, remote=remote)
 
+    def _build_talk(self) -> None:
+        """The agent in the conversation: the questions it asks (clarify), its messages to other chats."""
+        remote = None
+        if self.bus.enabled:
+            from gateway.talk.remote import RemoteClarify
+
+            remote = partial(RemoteClarify, bus=self.bus, instance=self.instance, life=self, adapters=self.adapters)
+        self.clarify = ClarifyBroker(self.cfg, self.store, self.delivery, self.notices, self.adapters, self.access,
+                                     self, self.instance, remote=remote)
+        self.messenger = Messenger(self.cfg, self.store, self.delivery, self.adapters, self.access, self,
+                                   self.instance)
+        self.tool_audit = ToolAudit(self.store, self)  # the pages the agent read, its searches
+
+    def _asking(self, key: str) -> bool:
+        """A person is being asked for this session's turn: an approval prompt or the agent's question is up."""
+        return self.approvals.asking(key) or self.clarify.asking(key)
+
     def _build_turns(self) -> None:
         """A turn's parts, the executor that runs it, and the session lanes that feed the executor."""
         cfg = self.cfg
@@ -167,12 +198,13 @@ class GatewayRunner:
         self.compression = Compressor(cfg, self.store, self.sessions, lambda: self.agents.agent, self.usage,
                                       lambda key: self.lanes.busy(key) is not None)
         self.streams = Streams(cfg.display, self.delivery, self.sessions.peek, self.agents.secret_values,
-                               _tool_named, self.approvals.asking)
+                               self.tools.get, self.approvals.asking)
+        self.attempts = Attempts(self.store, self.notices, cfg.gateway.max_attempts, self.counters)
         self.media = Media(cfg, self._inbound_media_dir(), self.paths.media_dir, self.faults)
         self.turns = TurnExecutor(cfg, self.store, self.sessions, self.delivery, self.notices, self.agents,
                                   self.approvals, self.adapters, self.counters, metrics=self.metrics,
                                   compression=self.compression, usage=self.usage, streams=self.streams,
-                                  media=self.media)
+                                  attempts=self.attempts, media=self.media)
         self.lanes = Lanes(cfg.gateway, self.store, self.notices, self, self.instance, self.counters, self.turns.run,
                            routed=self.bus.enabled, media=self.media.inbound, echo=cfg.transcription.echo)
 
@@ -180,7 +212,7 @@ class GatewayRunner:
         """Every chat command, in the order /help lists them."""
         commands = self.commands = CommandRegistry()
         store, sessions, lanes, approvals = self.store, self.sessions, self.lanes, self.approvals
-        commands.include(BUILTIN_COMMANDS, BuiltinDeps(lanes, sessions, store, approvals, commands.help_text,
+        commands.include(BUILTIN_COMMANDS, BuiltinDeps(lanes, sessions, store, approvals, self._help,
                                                        self.cfg.model.name))
         commands.include(CONVERSATION_COMMANDS, ConversationDeps(lanes, lanes, sessions, store, History(store),
                                                                  approvals, self.instance))
@@ -193,21 +225,26 @@ class GatewayRunner:
         commands.include(VOICE_COMMANDS, VoiceDeps(sessions, store, self.media.speaker.enabled))
         commands.include(PAIRING_COMMANDS, self.pairing)
         commands.include(CRON_COMMANDS, CronDeps(store, lambda: self.cron))
+        commands.include(MCP_COMMANDS, self.mcp)
 
     def _build_inbound(self) -> None:
         """The way in: accept (guard 1), dispatch (guard 2), sessions routed to their owner among instances,
         recovery of what was left unfinished, and the supervisor that keeps adapters connected."""
-        self.dispatcher = Dispatcher(self.store, self.access, self.commands, self.lanes, self.delivery, self)
+        self.edits = Edits(self.cfg.gateway, self.store, self.lanes, self)
+        self.dispatcher = Dispatcher(self.store, self.access, self.commands, self.lanes, self.delivery, self,
+                                     answers=self.clarify.take, edits=self.edits.take)
         dispatch = self.dispatcher.dispatch
         self.router = SessionRouter(self.store, self.instance, self.bus, self.lanes, dispatch, self.adapters,
-                                    self.commands, self.notices, self, self.sessions.forget, self.counters)
+                                    self.commands, self.notices, self, self.sessions.forget, self.counters,
+                                    attempts=self.attempts)
         routed = self.router.enabled
         self.recovery = Recovery(self.store, self.instance, self.lanes, self.commands, self.notices,
-                                 take_over=self.router.take_over if routed else None)
+                                 take_over=self.router.take_over if routed else None, attempts=self.attempts)
         self.inbound = Inbound(self.cfg, self.store, self.access, self.commands, dispatch, self.notices,
                                self.instance, self, self.counters, self.faults,
                                route=self.router.accept if routed else None, on_denied=self.pairing.denied,
-                               buttons={BUTTON_PREFIX: self.approvals.handle_button})
+                               buttons={BUTTON_PREFIX: self.approvals.handle_button,
+                                        CLARIFY_PREFIX: self.clarify.handle_button})
         self.supervisor = Supervisor(self.adapters, self.locks, self.recovery, self.instance, self)
         if routed:
             self.bus.on("session-reset", self._reset_elsewhere)
@@ -253,16 +290,19 @@ class GatewayRunner:
         self.agents.build()
         self._build_adapters()
         await self.approvals.start()  # approvals left pending by a gone instance: denied; users told
+        await self.clarify.start()  # so are the agent's questions: withdrawn, the person told
         from gateway.ops.dashboard import Dashboard
         from gateway.ops.http import HttpServer
 
         dashboard = Dashboard(self.readiness, self.adapters, self.lanes, self.sessions, self.approvals,
-                              self.store.run_read, self.notices, lambda: self._stopping, self.bus)
+                              self.store.run_read, self.notices, lambda: self._stopping, self.bus,
+                              faults=self.faults, prices=self.cfg.model.prices)
         self._http = HttpServer(self, dashboard.routes())
         await self._http.start()
         # Each adapter connects under its credential locks, then recovers what its platform left unfinished.
         self.supervisor.start()
         self.spawn(self.lanes.watchdog(), name="watchdog")
+        self.spawn(self.messenger.run(), name="outgoing")  # `herald send`'s queue, and sends cut by a restart
         if self.router.enabled:
             self.spawn(self.router.run(), name="routing")
         self.spawn(self._measure_loop_lag(), name="loop-lag")
@@ -277,6 +317,8 @@ class GatewayRunner:
             self.cron = CronScheduler(self.cron_host())
             await self.cron.start()
         self.spawn(self._announce_ready(), name="sd-ready")
+        # In the background: a server that is slow, hangs or fails to start delays nothing (gateway/mcp/).
+        self.spawn(self.mcp.start(), name="mcp")
         log.info("gateway_started", adapters=list(self.adapters), http=f"{self.cfg.http.host}:{self.http_port}",
                  model=self.cfg.model.name or None, instance=self.instance.id)
 
@@ -318,16 +360,26 @@ class GatewayRunner:
 
     def _build_adapters(self) -> None:
         media = self._inbound_media_dir()
+        chats = Chats(self.store, self.key_for, self.lanes, self.sessions, self.bus)
 
         def context(config: Any) -> AdapterContext:
             return AdapterContext(gateway=self, config=config, home=self.paths.home, media_dir=media,
                                   chat_log=self.store.chat_log, platforms=dict(self.cfg.platforms),
-                                  cursors=self.store.cursors, broadcast=self.bus, faults=self.faults)
+                                  cursors=self.store.cursors, broadcast=self.bus, faults=self.faults,
+                                  receipts=self.store.outbox, chats=chats)
 
         for name in PLATFORMS:
             platform_cfg = getattr(self.cfg.platforms, name, None)
             if platform_cfg is not None and platform_cfg.enabled:
                 self.adapters[name] = adapter_class(name)(context(platform_cfg))
+        if self.cfg.api.enabled:  # the OpenAI-compatible API: an adapter of its own beside the platforms
+            from gateway.api.adapter import ApiAdapter
+            from gateway.api.conversations import Conversations
+            from gateway.storage.api_keys import ApiKeyStore
+
+            conversations = Conversations(self.store, self.sessions, self.agents.settings, self.key_for,
+                                          self.cfg.api.model_name)
+            self.adapters[ApiAdapter.name] = ApiAdapter(context(self.cfg.api), ApiKeyStore(self.store), conversations)
         for factory in self._extra_adapters:
             adapter = factory(context(None))
             self.adapters[adapter.name] = adapter
@@ -343,10 +395,17 @@ class GatewayRunner:
 
     def _tool_extras(self) -> dict[str, Any]:
         """What every turn's tools reach besides the chat: the memory book, and the scheduler while cron runs."""
-        extras: dict[str, Any] = {"memory_api": self.memory}
+        extras: dict[str, Any] = {"memory_api": self.memory, "clarify": self.clarify.asker,
+                                  "messenger": self.messenger, "audit": self.tool_audit}
         if self.cron is not None:
             extras["cron_api"] = self.cron.tool_api
         return extras
+
+    def _help(self, platform: str, prefix: str) -> str:
+        """/help: the commands, then the agent's tools for the conversation and what busy and edited messages do."""
+        adapter = self.adapters.get(platform)
+        caps = adapter.capabilities if adapter is not None else Capabilities(command_prefix=prefix)
+        return self.commands.help_text(platform, prefix) + "\n" + about(self.cfg, self.agents.tool_names, caps)
 
     def _prompt_hint(self, platform: str) -> str | None:
         adapter = self.adapters.get(platform)
@@ -384,6 +443,7 @@ class GatewayRunner:
         if self._http:
             await self._http.stop()
         self.turns.pool.shutdown(wait=False, cancel_futures=True)
+        await self.mcp.stop()  # after the turns, which may still be calling them
         if self.egress is not None:  # after the turns: a command still running keeps its network until here
             await asyncio.to_thread(self.egress.stop)
         try:
@@ -424,5 +484,5 @@ class GatewayRunner:
         status = private_status if detail else public_status
         states = {name: status(a) for name, a in self.adapters.items()}
         ready = (not self._stopping and all(a.state == "connected" for a in self.adapters.values())
-                 and not self.faults.conditions())
+                 and not self.faults.blocking())
         return ready, states

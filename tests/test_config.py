@@ -286,7 +286,8 @@ def _all_keys(model: type[BaseModel], prefix: str = "", in_list: bool = False) -
     """(dotted path, whether it sits inside a list item) for every field, recursively."""
     keys: list[tuple[str, bool]] = []
     for name, field in model.model_fields.items():
-        path = f"{prefix}{name}"
+        # A field read under another key (its alias) is written in config.yaml under that key.
+        path = f"{prefix}{field.validation_alias if isinstance(field.validation_alias, str) else name}"
         keys.append((path, in_list))
         # Items of a list, and values of a dict keyed by the operator (model.prices.<model>), are not set
         # at a fixed place: the example shows them commented out.

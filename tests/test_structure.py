@@ -118,7 +118,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("gateway.outbound",),
     ("gateway.turns",),
     ("gateway.inbound",),
-    ("gateway.approvals", "cron", "gateway.ops"),
+    ("gateway.approvals", "cron", "gateway.ops", "gateway.mcp", "gateway.api"),
+    ("gateway.talk",),  # the agent in the conversation: questions, messages to other chats (uses cron's targets)
     ("gateway.runner",),  # the composition root
     ("gateway.cli",),
 ]

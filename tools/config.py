@@ -95,6 +95,55 @@ class TerminalConfig(_Strict):
         return v
 
 
+class ClarifyConfig(_Strict):
+    """The agent asks the person a question (tools/clarify.py)."""
+
+    enabled: bool = True
+    # How long the agent waits for an answer; then it is told nobody answered and goes on.
+    timeout_seconds: float = Field(default=600.0, gt=0)
+
+
+class SendMessageConfig(_Strict):
+    """The agent sends a message to another chat (tools/send_message.py)."""
+
+    enabled: bool = True
+    # Targets it may send to without asking the person (the tool's syntax: a platform's name is its home chat,
+    # or platform:chat_id[:thread_id]); any other chat but the one it talks in asks, like a dangerous command.
+    allow: list[str] = Field(default_factory=list)
+
+
+class FetchConfig(_Strict):
+    """The agent reads a page from the internet (tools/online.py)."""
+
+    enabled: bool = True
+    # Loopback, private, link-local and cloud-metadata addresses are refused (checked after DNS, and on every
+    # redirect); true lets the agent reach them (a page on this machine or the LAN).
+    allow_private: bool = False
+    timeout_seconds: float = Field(default=20.0, gt=0, le=300)
+    max_bytes: int = Field(default=5_000_000, ge=10_000)  # of the page downloaded; more is not read
+    max_chars: int = Field(default=20_000, ge=500)  # of readable text handed to the agent
+
+
+class SearchConfig(_Strict):
+    """The agent searches the internet (tools/online.py) through a search service; off while ``url`` is unset."""
+
+    provider: Literal["searxng"] = "searxng"  # SearXNG's JSON API (format=json enabled in its settings.yml)
+    url: str | None = None  # the service's base address, e.g. http://127.0.0.1:8888
+    max_results: int = Field(default=5, ge=1, le=20)
+    timeout_seconds: float = Field(default=15.0, gt=0, le=120)
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"https?://[^/\s]+", v):
+            raise ValueError("an http(s) address, e.g. http://127.0.0.1:8888")
+        return v.rstrip("/") if v else v
+
+
 class ToolsConfig(_Strict):
     max_result_chars: int = Field(default=50_000, ge=100)
     terminal: TerminalConfig = Field(default_factory=TerminalConfig)
+    clarify: ClarifyConfig = Field(default_factory=ClarifyConfig)
+    send_message: SendMessageConfig = Field(default_factory=SendMessageConfig)
+    web_fetch: FetchConfig = Field(default_factory=FetchConfig)
+    web_search: SearchConfig = Field(default_factory=SearchConfig)

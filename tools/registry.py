@@ -16,7 +16,8 @@ from tools.sandbox import SandboxPolicy
 
 log = logging.getLogger(__name__)
 
-BUILTIN_MODULES = ("tools.terminal", "tools.files", "tools.cronjob", "tools.memory", "tools.sendfile")
+BUILTIN_MODULES = ("tools.terminal", "tools.files", "tools.cronjob", "tools.memory", "tools.clarify",
+                   "tools.send_message", "tools.online", "tools.sendfile")
 
 
 def always(_config: ToolsConfig) -> bool:
@@ -34,6 +35,9 @@ class ToolContext:
     # What commands and the file tools may see and touch (tools/sandbox.py); None = built from ``config``
     # with the default hidden paths and ``cwd`` as the workspace.
     sandbox: SandboxPolicy | None = None
+    # Tools this turn offers beyond the agent's own list, fixed when the turn begins (the MCP servers' tools that
+    # are up then: tools/mcp/).
+    extra_tools: tuple[str, ...] = ()
 
     def heartbeat(self, what: str) -> None:
         """Tell the turn's watchdog a long-running tool is still alive."""
@@ -93,41 +97,67 @@ def error(message: str, **fields: Any) -> str:
 
 
 class ToolRegistry:
-    def __init__(self) -> None:
+    def __init__(self, base: ToolRegistry | None = None) -> None:
+        """``base``: a registry whose tools this one offers too, under its own (a daemon's MCP tools over the
+        built-in ones: several daemons may share a process, each with its own servers)."""
+        self._base = base
+        # Replaced, never changed in place: tools come and go (MCP servers) while turns read the registry.
         self._tools: dict[str, Tool] = {}
-        self._schema_cache: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+        self._version = 0
+        self._schema_cache: dict[tuple[tuple[int, ...], tuple[str, ...]], list[dict[str, Any]]] = {}
+
+    def _stamp(self) -> tuple[int, ...]:
+        """Changes whenever this registry or its base does (the schema cache's validity)."""
+        return (self._version, *(self._base._stamp() if self._base is not None else ()))
+
+    def _all(self) -> dict[str, Tool]:
+        return {**self._base._all(), **self._tools} if self._base is not None else self._tools
 
     def register(self, tool: Tool, *, replace: bool = False) -> Tool:
-        if tool.name in self._tools and not replace:
-            raise ValueError(f"tool {tool.name!r} is already registered")
-        self._tools[tool.name] = tool
-        self._schema_cache.clear()
+        with self._lock:
+            if tool.name in self._tools and not replace:
+                raise ValueError(f"tool {tool.name!r} is already registered")
+            self._tools = {**self._tools, tool.name: tool}
+            self._version += 1
+            self._schema_cache = {}
         return tool
 
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            if name in self._tools:
+                self._tools = {n: t for n, t in self._tools.items() if n != name}
+                self._version += 1
+                self._schema_cache = {}
+
     def get(self, name: str) -> Tool | None:
-        return self._tools.get(name)
+        tool = self._tools.get(name)
+        return tool if tool is not None or self._base is None else self._base.get(name)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._tools
+        return self.get(name) is not None if isinstance(name, str) else False
 
     def names(self, config: ToolsConfig, toolsets: Iterable[str] | None = None) -> list[str]:
         wanted = set(toolsets) if toolsets is not None else None
         return sorted(
-            t.name for t in self._tools.values() if (wanted is None or t.toolset in wanted) and t.check_enabled(config)
+            t.name for t in self._all().values() if (wanted is None or t.toolset in wanted) and t.check_enabled(config)
         )
 
     def schemas(self, names: Iterable[str]) -> list[dict[str, Any]]:
         """OpenAI ``tools`` list, cached per name tuple. Shared: callers must not mutate it."""
-        key = tuple(names)
-        cached = self._schema_cache.get(key)
+        names = tuple(names)
+        key = (self._stamp(), names)
+        cache = self._schema_cache
+        cached = cache.get(key)
         if cached is None:
-            cached = [self._tools[n].schema() for n in key if n in self._tools]
-            self._schema_cache[key] = cached
+            found = [self.get(n) for n in names]
+            cached = [t.schema() for t in found if t is not None]
+            cache[key] = cached
         return cached
 
     def dispatch(self, name: str, args: dict[str, Any], ctx: ToolContext) -> str:
         """Run a tool; always returns a JSON string, never raises for tool failures."""
-        tool = self._tools.get(name)
+        tool = self.get(name)
         if tool is None:
             return error(f"unknown tool: {name}", available=self.names(ctx.config))
         # Checked again here, not only when building the schema list, so that a model naming a
@@ -163,7 +193,7 @@ class ToolRegistry:
 
     def prepare_batch(self, calls: list[tuple[str, dict[str, Any]]], ctx: ToolContext) -> None:
         for name, args in calls:
-            tool = self._tools.get(name)
+            tool = self.get(name)
             if tool is None or tool.prepare is None or not isinstance(args, dict) or not tool.check_enabled(ctx.config):
                 continue
             try:
@@ -174,7 +204,7 @@ class ToolRegistry:
 
     def finish_batch(self, names: Iterable[str], ctx: ToolContext) -> None:
         for name in dict.fromkeys(names):
-            tool = self._tools.get(name)
+            tool = self.get(name)
             if tool is None or tool.finish is None:
                 continue
             try:

@@ -465,6 +465,12 @@ def _parts(command: str, policy: SandboxPolicy) -> tuple[list[str], list[str] | 
     return [*prefix, policy.bwrap], _bwrap_options(policy), inner
 
 
+def command_parts(command: str, policy: SandboxPolicy) -> tuple[list[str], list[str] | None, list[str]]:
+    """(what goes before bwrap, bwrap's options or None without bwrap, the command behind them): for a launcher
+    that hands bwrap its options itself (an MCP server's, tools/mcp/launch.py). Call it off the event loop."""
+    return _parts(command, policy)
+
+
 def argv(command: str, policy: SandboxPolicy) -> list[str]:
     """The whole command line that runs ``command`` with ``/bin/bash -c`` under ``policy`` (what
     :func:`launch` hands bwrap partly through a file descriptor). Call it off the event loop."""

@@ -21,12 +21,13 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Protocol
+from urllib.parse import unquote
 
 import structlog
 
 from gateway.approvals.hook import Request, TurnHook
 from gateway.approvals.store import ApprovalStore
-from gateway.approvals.text import decided_head, duration, expired_message, fenced, who
+from gateway.approvals.text import decided_head, duration, expired_message, fenced, outcome_elsewhere, who
 from gateway.cluster.instance import Instance
 from gateway.config import ApprovalsConfig
 from gateway.inbound.access import AccessControl
@@ -34,6 +35,7 @@ from gateway.kernel.chunking import chunk_text
 from gateway.kernel.metrics import NULL_METRICS, Metrics
 from gateway.kernel.shown import exact_hash, shown_command, shown_reason
 from gateway.outbound.delivery import Delivery
+from gateway.platforms import PLATFORMS
 from gateway.platforms.base import Button, ButtonPress, Capabilities, OutboundMessage, PlatformAdapter, Source
 from gateway.ports import Adapters, Lifecycle, Notifier
 from tools.dangerous import Decision, matches_allowlist
@@ -45,6 +47,7 @@ CHOICES = {"o": "once", "s": "session", "a": "always", "d": "deny"}
 LABELS = {"o": "Approve once", "s": "Approve for this session", "a": "Always approve", "d": "Deny"}
 STYLES = {"o": "primary", "s": "default", "a": "default", "d": "danger"}
 SCHEDULED_LABELS = {"o": "Approve this script", "d": "Deny"}
+MESSAGE_LABELS = {"o": "Send it", "d": "Don't send"}
 OPERATOR = "operator"  # decided_by of an answer given on the dashboard (the web token's holder)
 # A prompt is never cut: one longer than a message is sent in several (the buttons on the last). Past this many
 # messages nobody reads it through, so the command is refused instead of shown.
@@ -126,8 +129,9 @@ class ApprovalBroker:
                 text = self._fitted(adapter, head, row["command"], row["id"])
                 await self._edit(adapter, row["chat_id"], row["prompt_message_id"], text, row["thread_id"])
             source = Source(row["platform"], row["chat_id"], row["requested_by"] or "", thread_id=row["thread_id"])
-            await self.notifier.notify(source, "⚠️ Herald restarted while this command was waiting for approval, "
-                                               f"so it was not run (denied):\n{fenced(row['command'])}")
+            what = ("a message to another chat was waiting for approval, so it was not sent"
+                    if row.get("level") == "message" else "this command was waiting for approval, so it was not run")
+            await self.notifier.notify(source, f"⚠️ Herald restarted while {what} (denied):\n{fenced(row['command'])}")
 
     # ---- the thread side's entry points ---------------------------------------------------------------
 
@@ -141,7 +145,7 @@ class ApprovalBroker:
 
     async def begin(self, req: Request) -> None:
         try:
-            if req.level != "hardline" and self.cfg.mode == "manual":
+            if req.level != "hardline" and self.cfg.mode == "manual" and req.preset is None:
                 # Re-read, so `herald approvals revoke` in another process takes effect at once (a dangerous
                 # command is rare enough that one indexed read costs nothing).
                 self._always = await self.store.always()
@@ -154,25 +158,30 @@ class ApprovalBroker:
                          command=req.display, reason=req.reason, session_key=req.session_key)
                 return
             self.pending[req.id] = req
+            on_dashboard = self._ask_elsewhere(req)
             await self._store_new(req, "pending", None, None)
             log.info("approval_requested", approval_id=req.id, command=req.display, reason=req.reason,
-                     session_key=req.session_key, requested_by=req.source.user_id)
+                     session_key=req.session_key, requested_by=req.source.user_id, asked_in=req.elsewhere)
             if req.future.done():
                 return  # decided (or stopped) while the row was being written; nothing to show
-            adapter = self.adapters.get(req.source.platform)
+            if req.elsewhere is not None:  # the turn's own chat cannot answer: it is told where the prompt is
+                await self.notifier.notify(req.source, f"⏳ Waiting for approval {req.elsewhere} (approval {req.id}).")
+            if on_dashboard:
+                return  # listed there (pending), answered with its buttons
+            adapter = self.adapters.get(req.chat.platform)
             if adapter is None:
                 await self._decide(req, "denied", None, None, "error",
-                                   "Not run: the chat it came from is not connected, so nobody can approve it.")
+                                   "Not run: the chat it is asked in is not connected, so nobody can approve it.")
                 return
-            labels = SCHEDULED_LABELS if req.scheduled else LABELS
+            labels = MESSAGE_LABELS if req.message_to else SCHEDULED_LABELS if req.scheduled else LABELS
             buttons = [Button(f"{BUTTON_PREFIX}:{req.id}:{c}", labels[c], STYLES[c]) for c in labels]  # type: ignore[arg-type]
             text = self._prompt_text(req, adapter)
             if text is None:
                 await self._too_long(req)
                 return
             out = OutboundMessage(text, buttons=buttons if adapter.capabilities.buttons else [],
-                                  thread_id=req.source.thread_id)
-            report = await self.delivery.deliver(adapter, req.source.chat_id, out)
+                                  thread_id=req.chat.thread_id)
+            report = await self.delivery.deliver(adapter, req.chat.chat_id, out)
             if report.failed or not report.message_ids:
                 await self._decide(req, "denied", None, None, "error",
                                    "Not run: the approval prompt could not be shown in the chat.")
@@ -183,18 +192,39 @@ class ApprovalBroker:
             unedited = req.final_text is not None
             await self.store.set_prompt(req.id, req.prompt_message_id)
             if unedited and req.final_text is not None:
-                await self._edit(adapter, req.source.chat_id, req.prompt_message_id, req.final_text,
-                                 req.source.thread_id)
+                await self._edit(adapter, req.chat.chat_id, req.prompt_message_id, req.final_text,
+                                 req.chat.thread_id)
         except Exception as exc:
             log.exception("approval_failed", approval_id=req.id)
             if not req.future.done():
                 await self._decide(req, "denied", None, None, "error",
                                    f"Not run: asking for approval failed ({type(exc).__name__}).")
 
+    def _ask_elsewhere(self, req: Request) -> bool:
+        """Where the prompt goes when the turn's platform names a place (its clients cannot answer one): another
+        chat (``req.asked_in``), or the dashboard alone (True). ``req.elsewhere`` says where, in words."""
+        adapter = self.adapters.get(req.source.platform)
+        target = adapter.approvals_to if adapter is not None else None
+        if not target:
+            return False
+        if target == "dashboard":
+            req.elsewhere = "on the dashboard"
+            return True
+        platform, _, rest = target.partition(":")
+        chat_id, _, thread_id = rest.partition(":")
+        req.asked_in = Source(platform, unquote(chat_id), "", thread_id=unquote(thread_id) or None)
+        declared = PLATFORMS.get(platform)
+        req.elsewhere = f"in {declared.label if declared is not None else platform}"
+        return False
+
     def _auto(self, req: Request) -> tuple[str, str | None, str] | None:
         """(status, scope, message) when nobody needs to be asked."""
+        if req.preset is not None:
+            return req.preset
         if req.level == "hardline":
             return "forbidden", None, Decision.forbidden(req.reason).message
+        if req.message_to is not None:
+            return None  # a message to another chat: always a person (tools.send_message.allow is checked before)
         if req.scheduled:
             # It will run unattended, again and again: always a person, and a cron run has nobody to ask.
             if req.cron:
@@ -205,7 +235,7 @@ class ApprovalBroker:
             return "approved", "off", "Ran without asking (approvals.mode is off)."
         # approvals.allow names commands, not files: it never covers one that runs a file the agent can rewrite.
         covered = (req.verdict.covered_by(self.cfg.allow) if req.verdict is not None
-                   else matches_allowlist(req.command, self.cfg.allow))
+                   else req.kind == "command" and matches_allowlist(req.command, self.cfg.allow))
         if covered and not (req.deps is not None and req.deps.changeable):
             return "approved", "allow", "Ran without asking (listed in approvals.allow)."
         if req.hash in self._always:
@@ -225,7 +255,7 @@ class ApprovalBroker:
 
     def _prompt_text(self, req: Request, adapter: PlatformAdapter) -> str | None:
         """The whole prompt (the command never cut), or None when it would take more than MAX_PROMPT_MESSAGES."""
-        several = len(self.pending_in_chat(req.source.platform, req.source.chat_id)) > 1
+        several = len(self.pending_in_chat(req.chat.platform, req.chat.chat_id)) > 1
         text = self._compose(req, adapter.capabilities, several)
         count = self._messages(adapter, text)
         if count > 1 and not several:
@@ -236,6 +266,14 @@ class ApprovalBroker:
 
     async def _too_long(self, req: Request) -> None:
         chars = len(req.display)
+        if req.message_to is not None:
+            await self._decide(req, "denied", None, None, "too_long", (
+                f"Not sent: the message is {chars} characters long, too long to show in the chat for approval. "
+                "Send a shorter one."))
+            await self.notifier.notify(req.source, f"⚠️ The agent wanted to send a message to {req.message_to} "
+                                                   f"that is too long to show here ({chars} characters), so it "
+                                                   "was not sent.")
+            return
         await self._decide(req, "denied", None, None, "too_long", (
             f"Not run: the command is {chars} characters long, too long to show in the chat for approval (a person "
             "must be able to read all of what runs). Split the work into shorter commands."))
@@ -252,12 +290,24 @@ class ApprovalBroker:
     def _compose(self, req: Request, caps: Capabilities, name_id: bool) -> str:
         hint = caps.command("approve", req.id if name_id else "")
         deny = caps.command("deny")
+        if req.message_to is not None:
+            return (f"⚠️ Approval needed (id {req.id})\n"
+                    f"The agent wants to send this message to {req.message_to}:\n{fenced(req.display)}\n"
+                    f"Answer with the buttons, or {hint}, or {deny}. "
+                    f"It is not sent if nobody answers within {duration(self.timeout_seconds)}.")
         if req.scheduled:
             return (f"⚠️ Approval needed (id {req.id})\n"
                     f"The agent wants to schedule this script:\n{fenced(req.display)}\n"
                     f"Why it asks: {req.reason}.\n"
                     f"Answer with the buttons, or {hint}, or {deny}. Approving covers this script in this job only "
                     "(a changed script is asked again). "
+                    f"It is denied if nobody answers within {duration(self.timeout_seconds)}.")
+        if req.kind == "mcp":
+            return (f"⚠️ Approval needed (id {req.id})\n"
+                    f"The agent wants to call a tool of an MCP server:\n{fenced(req.display)}\n"
+                    f"Why it asks: {req.reason}.\n"
+                    f"Answer with the buttons, or {hint} (add `session` or `always`: they cover this tool with these "
+                    f"very arguments), or {deny}. "
                     f"It is denied if nobody answers within {duration(self.timeout_seconds)}.")
         files = ""
         if req.deps is not None and req.deps.files:
@@ -271,8 +321,10 @@ class ApprovalBroker:
 
     async def _store_new(self, req: Request, status: str, scope: str | None, via: str | None) -> None:
         await self.store.insert(dict(
-            id=req.id, session_key=req.session_key, platform=req.source.platform, chat_id=req.source.chat_id,
-            thread_id=req.source.thread_id, requested_by=req.source.user_id, turn_id=req.turn_id,
+            id=req.id, session_key=req.session_key, platform=req.chat.platform, chat_id=req.chat.chat_id,
+            # Asked in another platform's chat: the requester is named with their own platform (api:NAME).
+            thread_id=req.chat.thread_id, requested_by=req.source.user_id if req.asked_in is None
+            else f"{req.source.platform}:{req.source.user_id}", turn_id=req.turn_id,
             command=req.display, command_sha256=exact_hash(req.command), reason=req.reason, level=req.level,
             status=status, scope=scope, decided_via=via, created_at=req.created_at,
             decided_at=time.time() if status != "pending" else None, owner=self.instance.id,
@@ -321,12 +373,16 @@ class ApprovalBroker:
         except Exception:
             log.exception("approval_store_failed", approval_id=req.id)
         # A scheduled script's approval reads "Approved by …": "once" would suggest it runs once.
-        head = decided_head(status, None if req.scheduled else scope, by_name, via, self.timeout_seconds)
-        adapter = self.adapters.get(req.source.platform)
+        head = decided_head(status, None if req.scheduled or req.message_to else scope, by_name, via,
+                            self.timeout_seconds)
+        adapter = self.adapters.get(req.chat.platform)
         req.final_text = (self._fitted(adapter, head, req.display, req.id) if adapter is not None
                           else f"{head}\n{fenced(req.display)}")
         if adapter is not None and req.prompt_message_id is not None:
-            await self._edit(adapter, req.source.chat_id, req.prompt_message_id, req.final_text, req.source.thread_id)
+            await self._edit(adapter, req.chat.chat_id, req.prompt_message_id, req.final_text, req.chat.thread_id)
+        told = outcome_elsewhere(req, status, by_name, via, self.timeout_seconds)
+        if told is not None:
+            await self.notifier.notify(req.source, told)
         if status == "approved" and scope in ("session", "always") and via != "auto":
             # The same command already waiting elsewhere (another call of the batch) is covered by this answer.
             for other in [r for r in self.pending.values() if r.hash == req.hash and not r.scheduled
@@ -358,12 +414,14 @@ class ApprovalBroker:
 
     def may_decide(self, req: Request, by: Source, trusted: bool = False) -> bool:
         """The requester (if they may talk here), approvers and admins — and only from the prompt's chat."""
-        if by.platform != req.source.platform or by.chat_id != req.source.chat_id:
+        if by.platform != req.chat.platform or by.chat_id != req.chat.chat_id:
             return False
         if trusted or self.access.admin(by):
             return True
         if by.user_id in self.cfg.approvers.get(by.platform, []):
             return True
+        if req.asked_in is not None:  # a chat the operator named for these prompts: whoever may talk there
+            return self.access.known(by)
         # In an open group anyone may talk, but only someone on an allowlist (or paired) answers for a shell.
         return by.user_id == req.source.user_id and self.access.known(by)
 
@@ -384,6 +442,9 @@ class ApprovalBroker:
             return ("You can't answer this approval: only the person who asked (if they may use this bot) or a "
                     "configured approver can, in the chat where it was asked. Nothing was changed.")
         scope = CHOICES[choice]
+        if req.message_to is not None and scope != "deny":
+            ok = await self._decide(req, "approved", "once", by, via, f"Approved by {who(by)}.")
+            return "Approved: it will be sent." if ok else await self._gone(approval_id)
         if req.scheduled and scope != "deny":
             # A scheduled script is approved for itself only (see the module's docstring), whatever was typed.
             ok = await self._decide(req, "approved", "once", by, via, f"Approved by {who(by)}.")
@@ -393,6 +454,8 @@ class ApprovalBroker:
         if scope == "deny":
             message = (f"Not run: {who(by)} denied this command. Do not run it another way; ask the user "
                        "what they want instead.")
+            if req.message_to is not None:
+                message = f"Not sent: {who(by)} denied it. Do not send it another way."
             ok = await self._decide(req, "denied", None, by, via, message)
             done = "Denied."
         else:
@@ -411,8 +474,9 @@ class ApprovalBroker:
                 if notice is not None:
                     return notice
             return await self._gone(approval_id)
-        by = Source(req.source.platform, req.source.chat_id, OPERATOR, req.source.chat_type,
-                    thread_id=req.source.thread_id, user_name="the operator (dashboard)", scope=req.source.scope)
+        chat = req.chat
+        by = Source(chat.platform, chat.chat_id, OPERATOR, chat.chat_type, thread_id=chat.thread_id,
+                    user_name="the operator (dashboard)", scope=chat.scope)
         return await self.decide(approval_id, choice, by, "dashboard", trusted=True)
 
     async def _gone(self, approval_id: str) -> str:
@@ -453,5 +517,5 @@ class ApprovalBroker:
         return any(r.session_key == session_key for r in self.pending.values())
 
     def pending_in_chat(self, platform: str, chat_id: str) -> list[Request]:
-        return [r for r in self.pending.values() if r.source.platform == platform and r.source.chat_id == chat_id]
+        return [r for r in self.pending.values() if r.chat.platform == platform and r.chat.chat_id == chat_id]
 

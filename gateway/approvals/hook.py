@@ -59,10 +59,30 @@ class Request:
     # The classifier's verdict, for approvals.allow (matched per simple command, in the workspace it ran in).
     verdict: Verdict | None = field(default=None, repr=False)
     deps: reads.Dependencies | None = None  # the files the command's meaning depends on (reads.py)
+    # "mcp": a call of an MCP server's tool (``command`` is its text: server, tool, arguments), not a shell command.
+    kind: str = "command"
+    key: str | None = None  # the grant key when it is not the command's (an MCP call: server + tool + arguments)
+    # Decided without asking anyone (an MCP call that needs no approval), still recorded: (status, scope, message).
+    preset: tuple[str, str | None, str] | None = None
+    # A message the agent wants to send to another chat (the send_message tool): where to, as people read it.
+    # Asked like a scheduled script: always a person, Approve or Deny, granting nothing beyond itself.
+    message_to: str | None = None
+    # Asked somewhere else than the turn's chat, whose platform's clients cannot answer a prompt
+    # (``PlatformAdapter.approvals_to``): the chat it is put in, or None on the dashboard alone; ``elsewhere`` says
+    # where in words ("in Telegram"), for the notices the turn's own chat gets instead of the prompt.
+    asked_in: Source | None = None
+    elsewhere: str | None = None
+
+    @property
+    def chat(self) -> Source:
+        """The chat the prompt is shown in, whose people may answer it."""
+        return self.asked_in or self.source
 
     @property
     def hash(self) -> str:
         """The grant key: the command, and the digest of each file its meaning depends on."""
+        if self.key is not None:
+            return self.key
         digest = command_hash(self.command)
         return self.deps.key(digest) if self.deps is not None else digest
 
@@ -147,6 +167,56 @@ class TurnHook:
             level=verdict.level, session_key=self.session_key, source=source, turn_id=self.turn_id, cron=cron,
             scheduled=scheduled, deadline=time.monotonic() + self.broker.timeout_seconds, verdict=verdict,
             deps=deps,
+        )
+        return self._submit(req)
+
+    def _submit(self, req: Request) -> Request | Decision:
+        loop = self.broker.loop
+        if loop is None or loop.is_closed():
+            return _shutting_down()
+        try:
+            asyncio.run_coroutine_threadsafe(self.broker.begin(req), loop)
+        except RuntimeError:
+            return _shutting_down()
+        return req
+
+    def ask_tool(self, ask: Any, ctx: Any) -> Decision:
+        """An MCP call (tools/mcp/tools.py ``Ask``): put to a person when ``ask.needs_approval`` (the same prompt as
+        a dangerous command: server, tool and the whole arguments, secrets masked; grants keyed by server, tool
+        and the arguments' hash), recorded either way. Blocks like ``__call__``."""
+        try:
+            on_loop = asyncio.get_running_loop() is self.broker.loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            return Decision("denied", "Not run: approval was requested from the event loop, where nobody can wait.")
+        extras = getattr(ctx, "extras", {}) or {}
+        source, cron = self.source, bool(extras.get("cron"))
+        if source is None:
+            source = Source("cron", self.session_key, "", chat_type="channel")
+            cron = True
+        text = ask.text()
+        preset = None if ask.needs_approval else ("approved", "mcp", f"Ran without asking ({ask.reason}).")
+        req = Request(
+            id=new_id(), command=text, display=self.broker.reason(text), reason=self.broker.reason(ask.reason),
+            level="dangerous" if ask.needs_approval else "safe", session_key=self.session_key, source=source,
+            turn_id=self.turn_id, cron=cron, deadline=time.monotonic() + self.broker.timeout_seconds, kind="mcp",
+            key=ask.key, preset=preset,
+        )
+        opened = self._submit(req)
+        return opened if isinstance(opened, Decision) else self.wait(opened, ctx)
+
+    def open_message(self, where: str, text: str, ctx: Any) -> Request | Decision:
+        """Ask to send ``text`` to ``where`` (another chat): the prompt shows both, whole; ``wait`` waits."""
+        loop = self.broker.loop
+        extras = getattr(ctx, "extras", {}) or {}
+        if self.source is None or extras.get("cron"):
+            return Decision("denied", "Not sent: sending to another chat needs a person's approval and nobody can "
+                                      "be asked here.")
+        req = Request(
+            id=new_id(), command=text, display=self.broker.display(text), reason=f"a message to {where}",
+            level="message", session_key=self.session_key, source=self.source, turn_id=self.turn_id, cron=False,
+            deadline=time.monotonic() + self.broker.timeout_seconds, message_to=where,
         )
         if loop is None or loop.is_closed():
             return _shutting_down()

@@ -43,6 +43,11 @@ class Waiting:
     id: str
     source: Source
     owner: str
+    asked_in = None  # the row names the chat the prompt is in: ``source`` is that chat
+
+    @property
+    def chat(self) -> Source:
+        return self.source
 
 
 class RemoteApprovals:

@@ -8,6 +8,7 @@ few messages is refused instead (broker.py).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from gateway.platforms.base import Source
 
@@ -62,3 +63,19 @@ def decided_text(display: str, status: str, scope: str | None, by: str | None, v
 def expired_message(timeout: float) -> str:
     return (f"Not run: expired — nobody approved it within {duration(timeout)}, so it was denied. Tell the user "
             "what you wanted to run and why.")
+
+
+def outcome_elsewhere(req: Any, status: str, by: str | None, via: str, timeout: float) -> str | None:
+    """What the turn's own chat is told of a decision taken where its prompt was put instead (another chat, the
+    dashboard): a plain sentence, since it never saw the prompt. None when there is nothing to tell (nobody asked
+    there, or the turn itself ended)."""
+    where = req.elsewhere
+    if where is None or via == "auto":
+        return None
+    if status == "approved":
+        return f"✅ Approved {where}{f' by {by}' if by else ''}; running it."
+    if status == "expired":
+        return f"⌛ Nobody answered {where} within {duration(timeout)}, so the command was not run."
+    if via in ("button", "command", "dashboard"):
+        return f"🚫 Denied {where}{f' by {by}' if by else ''}, so the command was not run."
+    return None

@@ -1,6 +1,7 @@
 """The ``herald`` command line: ``run`` (the daemon, through the runner), ``check-config``, ``doctor``, ``web-url``,
-``cron``, ``approvals``, ``pairing``, ``backup``, ``db``, ``service`` and ``profile``. Every subcommand finds the same
-state through HERALD_HOME / --profile / --config. The top of the house: nothing imports it.
+``send``, ``cron``, ``approvals``, ``pairing``, ``api-key``, ``backup``, ``db``, ``service`` and ``profile``.
+Every subcommand finds the same state through HERALD_HOME / --profile / --config. The top of the house: nothing
+imports it.
 """
 
 from __future__ import annotations
@@ -9,7 +10,20 @@ from typing import Annotated
 
 import typer
 
-from gateway.cli import address, approvals, backup, cron, daemon, db, doctor, pairing, profile, service
+from gateway.cli import (
+    address,
+    api_keys,
+    approvals,
+    backup,
+    cron,
+    daemon,
+    db,
+    doctor,
+    pairing,
+    profile,
+    send,
+    service,
+)
 from gateway.cli.common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_USAGE, fail, fail_config, state
 from gateway.config import ConfigError
 from gateway.platforms import PLATFORMS, declare_to_logs
@@ -58,12 +72,14 @@ for _name, _declared in PLATFORMS.items():  # herald web-url: a page's address w
         app.command(f"{_name}-url")(address.page_command(_name, _declared))
 app.command("backup")(backup.backup)
 app.command("doctor")(doctor.doctor)
+app.command("send")(send.send)
 app.add_typer(approvals.app, name="approvals")
 app.add_typer(pairing.app, name="pairing")
 app.add_typer(profile.app, name="profile")
 app.add_typer(cron.app, name="cron")
 app.add_typer(service.app, name="service")
 app.add_typer(db.app, name="db")
+app.add_typer(api_keys.app, name="api-key")
 
 
 def main() -> None:

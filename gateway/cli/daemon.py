@@ -162,7 +162,9 @@ def check_config(config: Annotated[str | None, typer.Option("--config", "-c")] =
     preflight(cfg, paths, create_home=False, schema=schema, skip=skip)
     where = paths.config_file if paths.config_file.exists() else "embedded defaults"
     typer.echo(f"config ok ({where}); home {paths.home}; model {cfg.model.name or 'not configured'}")
-    for line in sandboxing.warnings(cfg):
+    from gateway.mcp.service import warnings as mcp_warnings
+
+    for line in [*sandboxing.warnings(cfg), *mcp_warnings(cfg.mcp)]:
         typer.echo(f"warning: {line}")
 
 

@@ -87,7 +87,7 @@ def _adopt(conn: Connection, key: str, me: str, previous: str | None, now: float
 
 _STEPS = exists().where(messages.c.inbox_id == inbox.c.id)
 _MINE = select(inbox.c.id, inbox.c.platform, inbox.c.session_key, inbox.c.payload, inbox.c.status, inbox.c.reply,
-               _STEPS.label("has_steps"))
+               inbox.c.attempts, _STEPS.label("has_steps"))
 
 
 def _my_rows(conn: Connection, key: str, me: str) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""The built-in chat commands: /help, /new, /stop, /status, /queue."""
+"""The built-in chat commands: /help, /new, /stop, /status, /queue, /steer."""
 
 from __future__ import annotations
 
@@ -92,3 +92,18 @@ async def queue(deps: BuiltinDeps, ctx: CommandContext) -> str | None:
         text = text.replace("\n", " ")
         lines.append(f"{i}. {text[:80]}{'…' if len(text) > 80 else ''}")
     return "\n".join(lines)
+
+
+@BUILTIN_COMMANDS.command("steer", "add something to what the agent is working on, without stopping it",
+                          args_hint="text")
+async def steer(deps: BuiltinDeps, ctx: CommandContext) -> str | None:
+    if not ctx.args:
+        return (f"Say what to add: {ctx.adapter.capabilities.command('steer', 'use Postgres, not SQLite')}. "
+                "The agent reads it before its next step.")
+    text = type(ctx.message).from_dict({**ctx.message.to_dict(), "text": ctx.args, "command": None})
+    joined = await deps.turns.steer_text(ctx.adapter, text, ctx.session_key)
+    if joined is None:
+        return None
+    if joined:
+        return "↪ Added to what I'm working on: I'll read it before my next step."
+    return "Nothing was running, so I'll answer it as a new message."

@@ -23,11 +23,19 @@ from gateway.turns.lanes import Lanes
 log = structlog.get_logger("herald.inbound")
 
 Dispatch = Callable[[PlatformAdapter, Accepted], None]
+# A feature's first look at a message (synchronous): True when it took the message (an answer to a question
+# the agent asked in that chat), which then joins no lane.
+Answers = Callable[[PlatformAdapter, Accepted], bool]
 
 
 class Dispatcher:
     def __init__(self, store: Store, access: AccessControl, commands: CommandRegistry, lanes: Lanes,
-                 delivery: Delivery, life: Lifecycle) -> None:
+                 delivery: Delivery, life: Lifecycle, answers: Answers | None = None,
+                 edits: Dispatch | None = None) -> None:
+        """``answers``: a feature's first look at each message (the agent's questions); ``edits``: where an
+        edited message goes instead of a lane (edits.py)."""
+        self.answers = answers
+        self.edits = edits
         self.store = store
         self.access = access
         self.commands = commands
@@ -42,6 +50,13 @@ class Dispatcher:
         """Commands inline (they must reach a busy session), everything else into the session's lane — after
         the session's commands still running: a message sent right after /new, /undo or /model is answered in
         what that command leaves, not in what it was still changing."""
+        if item.msg.edit_of is not None and self.edits is not None:
+            self.edits(adapter, item)
+            return
+        if item.command is None and self.answers is not None and self.answers(adapter, item):
+            if self.lanes.dispatched is not None:
+                self.lanes.dispatched.add(item.inbox_id)
+            return
         before = self._in_flight.get(item.key)
         if item.command is None and before is None:
             self.lanes.submit(adapter, item)

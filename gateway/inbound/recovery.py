@@ -5,7 +5,8 @@ this machine that no longer runs, or a lease that ran out), claiming it with a c
 one instance wins — and only for an adapter it runs, after that adapter's credential lock is taken and
 ``start()`` has connected, so a recovered reply can actually be sent. A row whose answer is stored is only
 delivered (the outbox says which chunks are out); a turn with stored steps resumes after its last step; a
-command is not replayed (it was about the moment it was sent): its sender is told it was not run. Whether a
+command is not replayed (it was about the moment it was sent): its sender is told it was not run; a message
+whose turns took the daemon down ``gateway.max_attempts`` times is parked, not run again. Whether a
 row is a command is decided as ``accept`` decides it (``CommandRegistry.resolve``): "/etc is full, why?"
 is prose and is answered.
 """
@@ -21,6 +22,7 @@ from gateway.commands.registry import CommandRegistry
 from gateway.platforms.base import Accepted, CommandCall, InboundMessage, PlatformAdapter, parse_text_command
 from gateway.ports import Notifier
 from gateway.storage.store import Store
+from gateway.turns.attempts import Attempts
 from gateway.turns.lanes import Lanes
 
 log = structlog.get_logger("herald.recovery")
@@ -30,7 +32,7 @@ TakeOver = Callable[[str, str | None], Awaitable[int]]  # (session key, its gone
 
 class Recovery:
     def __init__(self, store: Store, instance: Instance, lanes: Lanes, commands: CommandRegistry,
-                 notifier: Notifier, take_over: TakeOver | None = None) -> None:
+                 notifier: Notifier, take_over: TakeOver | None = None, attempts: Attempts | None = None) -> None:
         self.store = store
         self.instance = instance
         self.lanes = lanes
@@ -39,6 +41,8 @@ class Recovery:
         # With several instances, sessions have owners: a gone owner's rows are taken over with its session's
         # lease (SessionRouter.take_over).
         self.take_over = take_over
+        # A message whose turns kept taking the daemon down is parked here, not dispatched (turns/attempts.py).
+        self.attempts = attempts
 
     def hold(self, adapter: PlatformAdapter) -> None:
         """Before ``adapter`` connects: its new messages wait in their lanes until ``first_recovery`` has put
@@ -76,6 +80,9 @@ class Recovery:
                 item = Accepted(row["id"], msg, row["session_key"], resume_reply=row["reply"], recovered=True)
             elif command is not None:
                 await drop_command(self.store, self.notifier, adapter, row["id"], msg, command)
+                continue
+            elif self.attempts is not None and self.attempts.exhausted(row):
+                await self.attempts.park(row["id"], msg)
                 continue
             else:
                 steps = await self.store.messages.turn_steps(row["id"])

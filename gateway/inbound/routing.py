@@ -34,6 +34,7 @@ from gateway.kernel.metrics import Counters
 from gateway.platforms.base import Accepted, InboundMessage, PlatformAdapter
 from gateway.ports import Adapters, Lifecycle, Notifier
 from gateway.storage.store import Store
+from gateway.turns.attempts import Attempts
 from gateway.turns.lanes import Lanes
 
 log = structlog.get_logger("herald.routing")
@@ -47,7 +48,8 @@ POLL_SECONDS_UNHEARD = 0.5  # while the bus is down, wake-ups are not heard: pol
 class SessionRouter:
     def __init__(self, store: Store, instance: Instance, bus: LocalBus, lanes: Lanes, dispatch: Dispatch,
                  adapters: Adapters, commands: CommandRegistry, notifier: Notifier, life: Lifecycle,
-                 forget: Callable[[str], None], counters: Counters | None = None) -> None:
+                 forget: Callable[[str], None], counters: Counters | None = None, *,
+                 attempts: Attempts | None = None) -> None:
         """``dispatch``: how a row of ours reaches its session (dispatch.py); ``lanes`` were built ``routed``
         when ``bus`` is enabled, so they keep the rows dispatched here (``Lanes.dispatched``)."""
         self.store = store
@@ -62,6 +64,8 @@ class SessionRouter:
         self.forget = forget  # a session's caches, when its lease comes back to us from another instance
         self.enabled = bus.enabled
         self.counters = counters if counters is not None else Counters()
+        # A row whose turns kept taking an instance down is parked, not dispatched (gateway/turns/attempts.py).
+        self.attempts = attempts
         self.held: dict[str, float] = {}  # session keys whose lease we hold -> last activity
         self._busy_keys: set[str] = set()  # sessions with unfinished rows of ours, as of the last poll
         if self.enabled:
@@ -112,6 +116,11 @@ class SessionRouter:
             adapter = self.adapters.get(row["platform"])
             if adapter is None:
                 log.warning("routed_platform_missing", platform=row["platform"], inbox_id=row["id"])
+                continue
+            if self.attempts is not None and self.attempts.exhausted(row):
+                self.lanes.dispatched.add(row["id"])
+                self.life.spawn(self.attempts.park(row["id"], InboundMessage.from_dict(row["payload"])),
+                                name="routing:park")
                 continue
             row["adopted"] = row["id"] in taken.adopted
             item = fresh if fresh is not None and fresh.inbox_id == row["id"] else self._item(row)

@@ -31,6 +31,7 @@ FAULT_CLASSES = (
     "model_rate_limited", "model_error", "model_timeout", "model_stream_cut", "model_bad_output",
     "database_unavailable", "disk_full", "bad_request", "clock_jump",
     "transcription_failed", "speech_failed", "bad_media",
+    "mcp_server_down", "mcp_call_failed",
 )
 
 
@@ -58,6 +59,7 @@ MODEL_FAULTS = {
     "auth": "model_error",
 }
 _MAX_RECENT = 4096  # events kept for the "recent" counts; more than this in five minutes is shown as a floor
+_MINUTES_KEPT = 24 * 60 + 1
 
 
 class Faults:
@@ -66,7 +68,11 @@ class Faults:
         self._clock = clock
         self._lock = threading.Lock()
         self._recent: deque[tuple[float, str]] = deque(maxlen=_MAX_RECENT)
+        # Per minute of the clock, the faults per class of the last day (the dashboard's chart): a count, not
+        # an event each, so a storm of faults costs no memory.
+        self._minutes: deque[tuple[int, dict[str, int]]] = deque(maxlen=_MINUTES_KEPT)
         self._conditions: dict[str, tuple[str, str, float]] = {}  # name -> (fault class, reason, since)
+        self._degraded: set[str] = set()  # conditions shown by /readyz that do not make it "not ready"
 
     def record(self, fault: str, **fields: Any) -> None:
         """One fault of class ``fault``: counted, and logged as one event. ``fields`` are plain data (a
@@ -74,7 +80,13 @@ class Faults:
         if fault not in FAULT_CLASSES:
             raise ValueError(f"unknown fault class {fault!r}")
         with self._lock:
-            self._recent.append((self._clock(), fault))
+            now = self._clock()
+            self._recent.append((now, fault))
+            minute = int(now // 60)
+            if not self._minutes or self._minutes[-1][0] != minute:
+                self._minutes.append((minute, {}))
+            counts = self._minutes[-1][1]
+            counts[fault] = counts.get(fault, 0) + 1
         self.metrics.fault(fault)
         log.warning("fault", fault=fault, **fields)
 
@@ -84,14 +96,17 @@ class Faults:
         if fault is not None:
             self.record(fault, kind=kind)
 
-    def begin(self, condition: str, fault: str, reason: str, **fields: Any) -> bool:
+    def begin(self, condition: str, fault: str, reason: str, *, degraded: bool = False, **fields: Any) -> bool:
         """A lasting fault starts (``condition`` names it, e.g. ``database`` or ``telegram``): recorded once,
-        however often it is reported while it lasts; ``/readyz`` is not ready until ``end``. True when it
-        was not already on."""
+        however often it is reported while it lasts; ``/readyz`` is not ready until ``end`` — unless it is
+        ``degraded`` (a part the rest works without, an MCP server): then it is listed and marked so, and the
+        daemon stays ready. True when it was not already on."""
         with self._lock:
             if condition in self._conditions:
                 return False
             self._conditions[condition] = (fault, reason, self._clock())
+            if degraded:
+                self._degraded.add(condition)
         self.record(fault, condition=condition, **fields)
         return True
 
@@ -99,6 +114,7 @@ class Faults:
         """The condition is over (logged once, with how long it lasted). True when it was on."""
         with self._lock:
             entry = self._conditions.pop(condition, None)
+            self._degraded.discard(condition)
         if entry is None:
             return False
         fault, _reason, since = entry
@@ -115,8 +131,15 @@ class Faults:
         now = self._clock()
         with self._lock:
             items = list(self._conditions.items())
-        return {name: {"fault": fault, "reason": reason, "seconds": round(now - since, 1)}
+            degraded = set(self._degraded)
+        return {name: {"fault": fault, "reason": reason, "seconds": round(now - since, 1),
+                       **({"degraded": True} if name in degraded else {})}
                 for name, (fault, reason, since) in items}
+
+    def blocking(self) -> list[str]:
+        """The conditions that make ``/readyz`` not ready (all but the degraded ones)."""
+        with self._lock:
+            return [name for name in self._conditions if name not in self._degraded]
 
     def recent(self, seconds: float = RECENT_SECONDS) -> dict[str, int]:
         """Faults per class over the last ``seconds``."""
@@ -127,6 +150,19 @@ class Faults:
                 if at < horizon:
                     break
                 counts[fault] = counts.get(fault, 0) + 1
+        return counts
+
+
+    def per_class(self, seconds: float) -> dict[str, int]:
+        """Faults per class over the last ``seconds`` (whole minutes, up to a day): every one, however many."""
+        since = int((self._clock() - seconds) // 60)
+        counts: dict[str, int] = {}
+        with self._lock:
+            for minute, per in reversed(self._minutes):
+                if minute <= since:
+                    break
+                for fault, n in per.items():
+                    counts[fault] = counts.get(fault, 0) + n
         return counts
 
 

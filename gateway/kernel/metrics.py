@@ -47,6 +47,7 @@ class Counters:
     turns_interrupted: int = 0
     turns_timed_out: int = 0
     queue_rejected: int = 0
+    messages_parked: int = 0  # set aside after gateway.max_attempts turns that took the daemon down
 
 
 class Source(Protocol):
@@ -169,6 +170,9 @@ class _Snapshot(Collector):
         yield turns
         yield CounterMetricFamily("herald_queue_rejected", "Messages refused because their session's queue was "
                                   "full.", value=c.queue_rejected)
+        yield CounterMetricFamily("herald_messages_parked", "Messages set aside, not run again: their turns began "
+                                  "gateway.max_attempts times and the daemon stopped each time.",
+                                  value=c.messages_parked)
         yield GaugeMetricFamily("herald_turns_running", "Agent turns running now.", value=s.lanes.running())
         yield GaugeMetricFamily("herald_queue_depth", "Messages waiting in session queues now.",
                                 value=s.lanes.waiting())

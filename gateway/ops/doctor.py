@@ -67,7 +67,7 @@ class Doctor:
             add_secret(value)
         checks = self.config() + self.home()
         database = await self.database()
-        live = await asyncio.gather(self.model(), self.platforms(), self.sandbox())
+        live = await asyncio.gather(self.model(), self.platforms(), self.sandbox(), self.mcp())
         checks += database + [c for group in live for c in group]
         checks.append(self.clock())
         return [_redacted(c) for c in checks]
@@ -181,6 +181,37 @@ class Doctor:
                                               f"{' …' if len(missing) > 5 else ''}",
                           "herald run adds them at start (an upgrade from an older Herald)")]
         return [Check("database", "ok", f"{where} answers; schema current")]
+
+    # ---- MCP servers ---------------------------------------------------------------------------------
+
+    async def mcp(self) -> list[Check]:
+        """Each enabled MCP server started as the daemon starts it (in its sandbox), its tools listed, stopped.
+        One that does not answer is a warning: Herald runs without it and keeps retrying."""
+        servers = self.cfg.mcp.enabled() if "mcp" not in self.skip else {}
+        if not servers:
+            return []
+        from gateway.turns import sandboxing
+        from tools.mcp.client import probe
+        from tools.mcp.hub import describe
+
+        try:
+            policy = sandboxing.policy(self.cfg, self.paths, create=False)
+        except ConfigError:
+            policy = None
+
+        async def one(name: str, server: Any) -> Check:
+            key = f"mcp.servers.{name}"
+            if server.command is not None and policy is not None and not policy.workspace.is_dir():
+                return Check(key, "ok", "not started here: the workspace is created at the first start")
+            started = time.monotonic()
+            try:
+                offer = await probe(name, server, policy, min(self.timeout, server.startup_timeout_seconds))
+            except Exception as exc:
+                return Check(key, "warn", f"down: {describe(exc)}",
+                             "Herald runs without it and retries with backoff; its stderr is in the log (mcp_stderr)")
+            return Check(key, "ok", f"answers: {len(offer.tools)} tool(s) ({_took(started)})")
+
+        return list(await asyncio.gather(*(one(n, s) for n, s in servers.items())))
 
     # ---- the model -----------------------------------------------------------------------------------
 

@@ -80,7 +80,19 @@ def salvage(paths: Paths) -> tuple[Config, frozenset[str]] | None:
 
 
 def config_problems(cfg: Config, paths: Paths) -> list[Problem]:
-    return [*model_problems(cfg, paths), *platform_problems(cfg, paths.env_file)]
+    return [*model_problems(cfg, paths), *platform_problems(cfg, paths.env_file), *api_problems(cfg)]
+
+
+def api_problems(cfg: Config) -> list[Problem]:
+    """The API's prompts put in a platform that is off would be denied with nobody asked: said at start instead."""
+    target = cfg.api.approvals_to
+    if not cfg.api.enabled or target == "dashboard":
+        return []
+    platform = target.partition(":")[0]
+    if getattr(getattr(cfg.platforms, platform, None), "enabled", False):
+        return []
+    return [Problem("api.approvals_to", f"{platform} is not enabled (platforms.{platform}.enabled), so nobody could "
+                                        "answer there: enable it, or name another chat, or dashboard")]
 
 
 def _is_local(base_url: str) -> bool:

@@ -18,6 +18,7 @@ import asyncio
 import dataclasses
 import os
 import random
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from gateway.platforms.base import (
     Attachment,
     FaultSink,
     FormattingError,
+    MaybeSent,
     OutboundMessage,
     PermanentError,
     PlatformAdapter,
@@ -48,6 +50,8 @@ log = structlog.get_logger("herald.delivery")
 
 MAYBE_REPEATED = ("↻ Herald restarted while sending my answer; the next part may repeat one you already "
                   "have.")
+# Before a message is sent again after its connection broke once it may have been out (``MaybeSent``).
+RESENDING = "↻ The connection broke while I was sending the next message; I'm sending it again, so it may show twice."
 # However short the platform's retry_after, a chunk is not sent more often than this while rate limited.
 _MAX_RATE_ATTEMPTS = 1000
 # What a streamed message the final reply does not need (it came out shorter than the stream) is edited to.
@@ -266,30 +270,45 @@ class Delivery:
             await self.store.outbox.record(inbox_id, platform, chat_id, index, " ".join(ids) or None, status, error)
 
     async def _notice(self, adapter: PlatformAdapter, chat_id: str, out: OutboundMessage,
-                      notice: str = MAYBE_REPEATED) -> None:
+                      text: str = MAYBE_REPEATED) -> None:
         try:
-            text = adapter.render(notice)
+            text = adapter.render(text)
             await self._send_one(adapter, chat_id, text, OutboundMessage(text, thread_id=out.thread_id),
-                                 uuid.uuid4().hex)
+                                 uuid.uuid4().hex, announce=False)
         except Exception as exc:
             log.warning("delivery_notice_failed", platform=adapter.name, chat_id=chat_id, error=str(exc))
 
     async def _send_one(self, adapter: PlatformAdapter, chat_id: str, chunk: str, piece: OutboundMessage,
                         key: str, *, edit_id: str | None = None, retry: bool = True, count: bool = True,
-                        files: list[Attachment] | None = None) -> list[str]:
+                        announce: bool = True, files: list[Attachment] | None = None) -> list[str]:
         """Send ``chunk`` (or, with ``edit_id``, put it into that message), retried as errors allow; with
         ``retry`` False a rate limit or a transient error is raised at once. ``count``: the message is
         counted as posted in the chat (a stream's own messages are not: two replies streaming in one chat
-        must not keep starting new messages below each other)."""
+        must not keep starting new messages below each other).
+
+        Every retry is decided here (adapters' SDKs retry nothing themselves). A send whose connection broke
+        after it may have reached the platform (``MaybeSent``) is sent again quietly only while the platform
+        knows it by its key; otherwise the chat is told first that it may show twice: never an unannounced
+        double. ``announce`` False (that notice itself): such a send is not repeated at all."""
         attempt = 0
         plain = False
         rate_waited = outage_waited = 0.0
+        # Since when a copy may be out that no announcement covers yet, and how long the platform knows it again.
+        doubt_since: float | None = None
+        recognised_for = 0.0
         while True:
             attempt += 1
             try:
                 if edit_id is not None:
                     await adapter.edit(chat_id, edit_id, chunk, piece.buttons, thread_id=piece.thread_id)
                     return [edit_id]
+                if doubt_since is not None and not (adapter.capabilities.idempotent_send
+                                                    or time.monotonic() - doubt_since < recognised_for):
+                    if not announce:
+                        raise PermanentError("the connection broke after sending, so it may have arrived: not sent "
+                                             "again")
+                    await self._notice(adapter, chat_id, piece, RESENDING)
+                    doubt_since = None
                 try:
                     if files:
                         ids = (await adapter.send_file(chat_id, files[0], piece, idempotency_key=key)
@@ -331,6 +350,10 @@ class Delivery:
                 self.faults.record("platform_unavailable", platform=adapter.name, attempt=attempt)
                 if not retry:
                     raise
+                if isinstance(exc, MaybeSent) and edit_id is None:
+                    if doubt_since is None:
+                        doubt_since, recognised_for = time.monotonic(), exc.recognised_for
+                    log.warning("send_maybe_arrived", platform=adapter.name, chat_id=chat_id, error=str(exc))
                 delay = min(self.max_delay, self.base_delay * 2 ** min(attempt - 1, 30)) * (0.5 + random.random() / 2)
                 if outage_waited + delay > self.max_outage:
                     raise PermanentError(f"gave up after {attempt} attempts ({round(outage_waited)} s): {exc}") from exc

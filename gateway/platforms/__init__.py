@@ -20,6 +20,8 @@ _PACKAGES = (
     "telegram",
     "slack",
     "discord",
+    "whatsapp",
+    "matrix",
 )
 
 PLATFORMS: dict[str, Declaration] = {name: importlib.import_module(f"{__name__}.{name}").PLATFORM

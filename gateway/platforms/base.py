@@ -29,258 +29,41 @@ from typing import Any, Literal, Protocol
 
 import structlog
 
-from gateway.kernel.chunking import MARKDOWN
 from gateway.kernel.chunking import Dialect as Dialect  # adapters declare theirs from the contract
 from gateway.kernel.faults import Unavailable as Unavailable  # adapters catch it from the contract
 from gateway.kernel.health import kind_of
 from gateway.kernel.logs import redact
+from gateway.platforms.chats import ChatBusy as ChatBusy  # the chats' port, kept in chats.py
+from gateway.platforms.chats import ChatHit as ChatHit
+from gateway.platforms.chats import ChatInfo as ChatInfo
+from gateway.platforms.chats import Chats as Chats
+from gateway.platforms.errors import CredentialRejected as CredentialRejected  # the contract's, kept in errors.py
+from gateway.platforms.errors import DeliveryError as DeliveryError
+from gateway.platforms.errors import FormattingError as FormattingError
+from gateway.platforms.errors import MaybeSent as MaybeSent
+from gateway.platforms.errors import PermanentError as PermanentError
+from gateway.platforms.errors import RateLimited as RateLimited
+from gateway.platforms.errors import ShuttingDown as ShuttingDown
+from gateway.platforms.errors import TransientError as TransientError
 from gateway.platforms.files import FileUnavailable as FileUnavailable  # the contract's too, kept in files.py
 from gateway.platforms.files import TooBig as TooBig
 from gateway.platforms.files import file_ref as file_ref
 from gateway.platforms.files import save_stream as save_stream
+from gateway.platforms.messages import Accepted as Accepted
+from gateway.platforms.messages import Attachment as Attachment
+from gateway.platforms.messages import Button as Button
+from gateway.platforms.messages import ButtonPress as ButtonPress
+from gateway.platforms.messages import ButtonStyle as ButtonStyle
+from gateway.platforms.messages import Capabilities as Capabilities
+from gateway.platforms.messages import ChatType as ChatType
+from gateway.platforms.messages import CommandCall as CommandCall
+from gateway.platforms.messages import InboundMessage as InboundMessage
+from gateway.platforms.messages import OutboundMessage as OutboundMessage
+from gateway.platforms.messages import Prepared as Prepared
+from gateway.platforms.messages import Source as Source
+from gateway.platforms.messages import parse_text_command as parse_text_command
 
 log = structlog.get_logger("herald.platforms")
-
-ChatType = Literal["dm", "group", "channel"]
-ButtonStyle = Literal["default", "primary", "danger"]
-
-
-@dataclass(frozen=True, slots=True)
-class Source:
-    """Where a message came from: enough to build a session key and to answer."""
-
-    platform: str
-    chat_id: str
-    user_id: str
-    chat_type: ChatType = "dm"
-    thread_id: str | None = None
-    user_name: str | None = None
-    # The level above the chat where a platform has one: a Discord guild, a Slack workspace (team).
-    scope: str | None = None
-    # The groups the sender holds in ``scope`` where the platform has them (Discord roles), as the adapter
-    # read them with the event: the access check admits a sender by role (a platform's ``allowed_roles``).
-    roles: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        d = {
-            "platform": self.platform, "chat_id": self.chat_id, "user_id": self.user_id,
-            "chat_type": self.chat_type, "thread_id": self.thread_id, "user_name": self.user_name,
-            "scope": self.scope,
-        }
-        if self.roles:
-            d["roles"] = list(self.roles)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Source:
-        return cls(
-            platform=d["platform"], chat_id=d["chat_id"], user_id=d["user_id"],
-            chat_type=d.get("chat_type", "dm"), thread_id=d.get("thread_id"), user_name=d.get("user_name"),
-            scope=d.get("scope"), roles=tuple(d.get("roles") or ()),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class CommandCall:
-    """A command as the platform delivered it.
-
-    ``native``: sent through the platform's own command mechanism (a Slack slash command, a Discord
-    application command), so it is meant as a command even when the name is unknown. A typed ``/word``
-    is not native: an unknown name there is prose ("/etc is full, why?") and goes to the model.
-    """
-
-    name: str
-    args: str = ""
-    native: bool = False
-
-
-_TEXT_COMMAND = re.compile(r"^/([A-Za-z][A-Za-z0-9_]{0,31})(?:@(\S+))?(?:\s+(.*))?$", re.S)
-
-
-def parse_text_command(text: str, prefix: str = "/") -> tuple[CommandCall, str | None] | None:
-    """``/name[@bot] args`` -> (CommandCall, bot) by syntax alone; None for anything else.
-
-    Whether ``name`` is a command is for the gateway to say (unknown names are prose); ``bot`` is the
-    addressee some platforms allow (``/help@HeraldBot``), for the adapter to check.
-    """
-    stripped = text.strip()
-    if prefix != "/":
-        if not stripped.startswith(prefix):
-            return None
-        stripped = "/" + stripped[len(prefix):]
-    m = _TEXT_COMMAND.match(stripped)
-    if not m:
-        return None
-    return CommandCall(m.group(1).lower(), (m.group(3) or "").strip()), m.group(2)
-
-
-@dataclass(slots=True)
-class InboundMessage:
-    source: Source
-    text: str
-    platform_message_id: str
-    attachments: list[str] = field(default_factory=list)
-    reply_to: str | None = None
-    received_at: float = 0.0
-    command: CommandCall | None = None
-    # Platform-specific and opaque to the core (an interaction token, a response_url): handed back to the
-    # adapter on the answers to this message. JSON-serialisable, because it is stored with the message.
-    reply_handle: dict[str, Any] | None = None
-    # Work the adapter left for after the acknowledgement, platform-specific and JSON-serialisable (stored
-    # with the message, so a restart does it again): ``{"files": [ref, ...]}`` for the files the message came
-    # with (``PlatformAdapter.download`` fetches one ref), anything else the adapter's own ``prepare`` reads.
-    # The gateway calls ``adapter.prepare(msg)`` before the message's turn; it fills ``attachments``.
-    pending: dict[str, Any] | None = None
-    # What the sender called each attachment (path -> name), for what the gateway tells them about it.
-    names: dict[str, str] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {
-            "source": self.source.to_dict(), "text": self.text,
-            "platform_message_id": self.platform_message_id, "attachments": list(self.attachments),
-            "reply_to": self.reply_to, "received_at": self.received_at,
-        }
-        if self.command is not None:
-            d["command"] = {"name": self.command.name, "args": self.command.args, "native": self.command.native}
-        if self.reply_handle is not None:
-            d["reply_handle"] = self.reply_handle
-        if self.pending:
-            d["pending"] = self.pending
-        if self.names:
-            d["names"] = self.names
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> InboundMessage:
-        command = d.get("command")
-        return cls(
-            source=Source.from_dict(d["source"]), text=d["text"], platform_message_id=d["platform_message_id"],
-            attachments=list(d.get("attachments") or []), reply_to=d.get("reply_to"),
-            received_at=d.get("received_at", 0.0),
-            command=CommandCall(command["name"], command.get("args", ""), command.get("native", False))
-            if command else None,
-            reply_handle=d.get("reply_handle"), pending=d.get("pending"), names=dict(d.get("names") or {}),
-        )
-
-
-@dataclass(slots=True)
-class Prepared:
-    """What ``PlatformAdapter.prepare`` made of a message's pending work."""
-
-    # One line per file the user sent that the agent will not have, with why ("report.pdf: bigger than the
-    # 20 MB limit"): the gateway tells the user before the turn runs with what there is.
-    problems: list[str] = field(default_factory=list)
-    # The message turned out not to be for the agent after all (a thread the bot is not in): why, for the
-    # log. The gateway closes its inbox row without a turn.
-    drop: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Button:
-    id: str
-    label: str
-    style: ButtonStyle = "default"
-
-
-@dataclass(frozen=True, slots=True)
-class Attachment:
-    path: str                 # absolute path on the daemon's disk (the workspace or the media folder)
-    filename: str
-    mime: str
-    caption: str | None = None
-    kind: Literal["image", "audio", "voice", "video", "document"] = "document"
-
-
-@dataclass(slots=True)
-class OutboundMessage:
-    """Markdown text the agent wrote (or the gateway said), before any platform dialect; ``attachments`` go
-    out after the text, each through ``send_file`` (delivery records each in the outbox)."""
-
-    text: str
-    buttons: list[Button] = field(default_factory=list)
-    reply_to: str | None = None
-    thread_id: str | None = None
-    # The inbound message's handle, when this answers it (interaction replies).
-    reply_handle: dict[str, Any] | None = None
-    # Only the addressee sees it, where the platform can do that (Discord, Slack); elsewhere a normal message.
-    ephemeral: bool = False
-    attachments: list[Attachment] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class ButtonPress:
-    source: Source
-    button_id: str
-    message_id: str | None = None
-    reply_handle: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Capabilities:
-    max_message_length: int = 4000
-    dialect: Dialect = MARKDOWN  # the markup ``render`` writes, as chunking needs to know it
-    buttons: bool = False
-    edits: bool = False
-    threads: bool = False
-    typing: bool = False
-    # ``send`` honours its idempotency key: a chunk resent after a crash is not shown twice.
-    idempotent_send: bool = False
-    # How a person types a command here ("/" almost everywhere; Slack keeps "/" for its own slash commands):
-    # what the gateway writes when it names one in a message ("send /stop", "/approve ID").
-    command_prefix: str = "/"
-    # Seconds between two edits of a chat's messages that the platform tolerates: a streamed reply is never
-    # edited more often than this (nor than ``display.stream_edit_interval``).
-    min_edit_interval: float = 0.0
-    # Images ``send_album`` takes in one message (a Telegram media group); 0: each file on its own.
-    album: int = 0
-
-    def command(self, name: str, args: str = "") -> str:
-        return f"{self.command_prefix}{name}" + (f" {args}" if args else "")
-
-
-@dataclass(slots=True)
-class Accepted:
-    """A message that passed the inbox: persisted, not a duplicate, from someone who may talk to the agent."""
-
-    inbox_id: int
-    msg: InboundMessage
-    key: str
-    command: CommandCall | None = None  # a command the gateway knows (or a native one it doesn't)
-    resume_reply: str | None = None  # recovered after a restart: the answer exists, only delivery is left
-    resume_turn: bool = False  # recovered after a restart with steps of its turn already stored
-    recovered: bool = False  # taken over after a restart: the outbox may hold part of its answer already
-    queued_ms: float | None = None  # receipt -> turn start, for the turn's one info-level log line
-
-
-class CredentialRejected(Exception):
-    """The platform refused a credential (wrong, revoked): ``str()`` is what it said, never the credential."""
-
-
-class ShuttingDown(Exception):
-    """New messages are refused while the daemon drains."""
-
-
-class DeliveryError(Exception):
-    """Raised by ``send``/``edit``. The delivery layer decides what to do from the subclass."""
-
-
-class RateLimited(DeliveryError):
-    def __init__(self, retry_after: float, message: str = "rate limited") -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class TransientError(DeliveryError):
-    """Worth retrying with backoff (network trouble, 5xx)."""
-
-
-class PermanentError(DeliveryError):
-    """Retrying won't help (blocked by the user, chat not found, no rights)."""
-
-
-class FormattingError(DeliveryError):
-    """The platform rejected the formatted text; the delivery layer resends it plain."""
-
 
 AdapterState = Literal["stopped", "starting", "connected", "retrying", "failed", "disabled"]
 
@@ -309,7 +92,7 @@ class ChatLog(Protocol):
 
     async def add(self, platform: str, chat_id: str, message_id: str, role: str, text: str,
                   buttons: list[dict[str, Any]] | None = None, user_id: str | None = None,
-                  wait: bool = True) -> bool: ...
+                  wait: bool = True, files: list[dict[str, Any]] | None = None) -> bool: ...
 
     async def edit(self, platform: str, message_id: str, text: str | None,
                    buttons: list[dict[str, Any]] | None) -> dict[str, Any] | None: ...
@@ -326,6 +109,19 @@ class Cursors(Protocol):
     async def load(self, platform: str) -> dict[str, str]: ...
 
     async def save(self, platform: str, cursors: Mapping[str, str]) -> None: ...
+
+
+class Receipts(Protocol):
+    """What became of messages already sent, for a platform that reports it later (delivered, read, failed):
+    recorded on the message's outbox row, found by the id ``send`` returned for it."""
+
+    async def receipt(self, platform: str, message_id: str, state: str, error: str | None = None) -> bool:
+        """``state``: sent, delivered, read or failed (the furthest one stays; a failure fails the row, with
+        ``error``, shown where failed deliveries are). False when no row holds ``message_id`` (yet)."""
+
+    async def replace(self, platform: str, message_id: str, new_ids: list[str]) -> bool:
+        """The platform refused ``message_id`` after taking it and the adapter sent the same words again as
+        ``new_ids``: the row names those from now on."""
 
 
 class Broadcast(Protocol):
@@ -379,6 +175,8 @@ class AdapterContext:
     cursors: Cursors | None = None
     broadcast: Broadcast | None = None
     faults: FaultSink = NO_FAULTS  # where the adapter counts what it met (bad input, platform faults)
+    receipts: Receipts | None = None
+    chats: Chats | None = None  # the chats' list, titles and search, for a client that shows them
 
 
 class Outbound:
@@ -415,6 +213,12 @@ class PlatformAdapter(abc.ABC):
     prompt_hint: str = ""
     # The adapter authenticated the sender itself (the web API's bearer token): the sender is the owner.
     trusted: bool = False
+    # The adapter verified each sender's own credential (an API key per client): they may talk; admin rights still
+    # come from the access rules (``platform:user_id`` in ``access.admins``).
+    verified_senders: bool = False
+    # Where the approval prompts of this platform's turns are put when its clients cannot answer one: a chat
+    # target ``platform:chat_id[:thread_id]`` or ``dashboard``; None asks in the turn's own chat.
+    approvals_to: str | None = None
 
     def __init__(self, ctx: AdapterContext) -> None:
         self.ctx = ctx
@@ -424,6 +228,8 @@ class PlatformAdapter(abc.ABC):
         self.state: AdapterState = "stopped"
         self._last_error: str | None = None
         self.error_kind: str | None = None  # the class of last_error: all that /readyz shows of it
+        self._told_unavailable: set[str] = set()  # chats told, during this outage of the store, it cannot take
+        self._notices: set[asyncio.Task[None]] = set()
 
     @property
     def last_error(self) -> str | None:
@@ -546,6 +352,12 @@ class PlatformAdapter(abc.ABC):
         """Several images (at most ``capabilities.album``) as one message: one id per image, in order."""
         raise PermanentError(f"{self.name} cannot send albums")
 
+    def live_text(self, msg: InboundMessage) -> Any:
+        """Where the answer to ``msg`` is streamed as it is written when the adapter streams it itself (an HTTP
+        response) rather than as edits of a message: an object with ``text(piece)``, ``restart()`` and
+        ``progress(line)`` (gateway/outbound/streaming/direct.py), called on the loop; None: not so."""
+        return None
+
     async def answer_press(self, press: ButtonPress, notice: str | None) -> bool:
         """Show ``notice`` to whoever pressed (ephemeral where the platform has it). Called once per press.
 
@@ -561,9 +373,43 @@ class PlatformAdapter(abc.ABC):
 
         The message is durable when this returns: acknowledge the platform now. Raises ``ShuttingDown``
         while the daemon drains, and ``Unavailable`` while it cannot store messages (its database is down, its
-        disk full): do not acknowledge then, so the platform redelivers later.
+        disk full): do not acknowledge then, so the platform redelivers (its sender is told: ``tell_unavailable``).
         """
-        return await self.gateway.accept(self, msg) is not None
+        try:
+            accepted = await self.gateway.accept(self, msg)
+        except Unavailable as exc:
+            self.tell_unavailable(msg, exc.reason)
+            raise
+        self._told_unavailable.clear()  # the store takes messages again: the next outage is told anew
+        return accepted is not None
+
+    def unavailable_notice(self, msg: InboundMessage, reason: str) -> str | None:
+        """What the sender of ``msg``, refused while the gateway cannot store messages, is told: what really happens
+        to it here (handed over again and answered later, or refused: send it again); None: told another way."""
+        return (f"⚠️ Herald cannot take messages right now ({reason}). If I have not answered yours once this is "
+                "fixed, please send it again.")
+
+    def tell_unavailable(self, msg: InboundMessage, reason: str) -> None:
+        """Tell ``msg``'s sender that it was refused (``unavailable_notice``): once per chat while the store is out,
+        each time for a message answered privately (a command: its reply handle). Sent straight through ``send``,
+        not delivery, whose outbox is in the store that is out; returns at once."""
+        text = self.unavailable_notice(msg, reason)
+        chat, private = msg.source.chat_id, msg.reply_handle is not None
+        if text is None or (not private and chat in self._told_unavailable) or \
+                not self.gateway.may_talk(msg.source, self.trusted):  # strangers hear nothing of the daemon's state
+            return
+        if not private:
+            self._told_unavailable.add(chat)
+        out = OutboundMessage(text, thread_id=msg.source.thread_id, reply_handle=msg.reply_handle, ephemeral=private)
+        task = asyncio.create_task(self._say_unavailable(chat, out), name=f"{self.name}:unavailable")
+        self._notices.add(task)
+        task.add_done_callback(self._notices.discard)
+
+    async def _say_unavailable(self, chat_id: str, out: OutboundMessage) -> None:
+        try:
+            await self.send(chat_id, self.render(out.text), out)
+        except Exception as exc:
+            log.info("unavailable_notice_failed", platform=self.name, error=type(exc).__name__)
 
     def press(self, press: ButtonPress) -> None:
         """Hand a button press to the gateway; returns at once (acknowledge the platform now)."""

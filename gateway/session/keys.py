@@ -6,7 +6,7 @@ may contain any character (``:`` and ``/`` included) without two conversations s
 
 from __future__ import annotations
 
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from gateway.platforms.base import Source
 
@@ -39,3 +39,10 @@ def session_owner(source: Source, per_user_in_groups: bool = True) -> str | None
     """The person whose conversation ``source``'s session is (the sender of a DM, or of a group message
     when each member has their own session); None when people share it."""
     return person_id(source) if source.chat_type == "dm" or per_user_in_groups else None
+
+
+def chat_of(key: str) -> str:
+    """The chat id ``key`` was made of (``session_key``'s chat part, decoded)."""
+    parts = key.split(":")
+    rest = parts[2:] if len(parts) > 2 and parts[1].startswith("s") else parts[1:]
+    return unquote(rest[1]) if len(rest) > 1 else ""

@@ -80,6 +80,17 @@ class SessionManager:
         return await self._create(key, platform, parent=row, owner=row.get("user_id") if row else None,
                                   source=source, **settings)
 
+    async def fork(self, key: str, platform: str, parent: dict[str, Any] | None, reason: str = "forked",
+                   source: Source | None = None) -> dict[str, Any]:
+        """End the active session of ``key`` and begin one that follows ``parent`` — any session of the key, not
+        only the active one: a conversation that branches off an earlier point (a client that edited an earlier
+        message) keeps its lineage. The new session starts empty; the caller gives it the history it keeps."""
+        current = self._cache.pop(key, None) or await self.store.sessions.active(key)
+        if current is not None:
+            await self.store.sessions.end(current["id"], reason)
+        owner = (parent or current or {}).get("user_id")
+        return await self._create(key, platform, parent=parent, owner=owner, source=source)
+
     def activate(self, key: str, row: dict[str, Any]) -> None:
         """``row`` is the key's active session now (a compressed session's successor)."""
         self._cache[key] = row

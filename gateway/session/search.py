@@ -50,14 +50,17 @@ class Hit:
     session_created_at: float
 
 
-def search(conn: Connection, platform: str, user_id: str, words: list[str], limit: int = MAX_RESULTS) -> list[Hit]:
-    """The newest messages of ``user_id``'s own sessions on ``platform`` that contain every word."""
+def search(conn: Connection, platform: str, user_id: str | None, words: list[str],
+           limit: int = MAX_RESULTS) -> list[Hit]:
+    """The newest messages of ``user_id``'s own sessions on ``platform`` that contain every word (``user_id``
+    None: of every person's own sessions there, for a platform with one owner: the web chat's token holder)."""
     if not words:
         return []
     params: dict[str, Any] = {"platform": platform, "user": user_id, "limit": limit}
     columns = ("m.role, m.content, m.created_at, s.id AS session_id, s.title, "
                "s.created_at AS session_created_at")
-    mine = "s.platform = :platform AND s.user_id = :user AND m.hidden_at IS NULL"
+    person = "s.user_id = :user" if user_id is not None else "s.user_id IS NOT NULL"
+    mine = f"s.platform = :platform AND {person} AND m.hidden_at IS NULL"
     if conn.dialect.name == "sqlite":
         # Each word a quoted FTS5 string: whatever it holds, it is a term, never query syntax.
         params["q"] = " ".join('"' + w.replace('"', '""') + '"' for w in words)
@@ -87,8 +90,9 @@ def _as_text(content: Any) -> str:
 _MARKDOWN = re.compile(r"([\\`*_\[\]<>~|#])")
 
 
-def snippet(text_: str, words: list[str], width: int = 110) -> str:
-    """A short piece of ``text_`` around the first word found, on one line, markdown neutralised."""
+def snippet(text_: str, words: list[str], width: int = 110, markdown: bool = True) -> str:
+    """A short piece of ``text_`` around the first word found, on one line, markdown neutralised (unless
+    ``markdown`` is False: for a client that shows it as plain text)."""
     flat = " ".join(text_.split())
     lowered = flat.lower()
     at = min((i for i in (lowered.find(w.lower()) for w in words) if i >= 0), default=0)
@@ -102,4 +106,4 @@ def snippet(text_: str, words: list[str], width: int = 110) -> str:
         piece = (piece[:cut] if cut > width // 2 else piece) + "…"
     if start:
         piece = "…" + piece
-    return _MARKDOWN.sub(r"\\\1", piece)
+    return _MARKDOWN.sub(r"\\\1", piece) if markdown else piece

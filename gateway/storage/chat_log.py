@@ -21,13 +21,13 @@ class ChatLogStore:
 
     async def add(self, platform: str, chat_id: str, message_id: str, role: str, text: str,
                   buttons: list[dict[str, Any]] | None = None, user_id: str | None = None,
-                  wait: bool = True) -> bool:
+                  wait: bool = True, files: list[dict[str, Any]] | None = None) -> bool:
         """False when ``message_id`` is in the log already."""
         now = time.time()
         try:
             await self.db.run_write(op_exec(insert(chat_log).values(
                 platform=platform, chat_id=chat_id, message_id=message_id, role=role, user_id=user_id,
-                text=text, buttons=buttons, created_at=now, updated_at=now,
+                text=text, buttons=buttons, created_at=now, updated_at=now, files=files or None,
             )), wait=wait)
             return True
         except Exception as exc:

@@ -77,6 +77,28 @@ class InboxStore:
 
         await self.db.run_write(op)
 
+    async def attempt(self, inbox_id: int, limit: int) -> int | None:
+        """Count a start of the row's turn, durably, before it computes (so a turn that takes the process down
+        with it has counted): the attempts made so far, this one included; None, counting nothing, when ``limit``
+        were made already. Raises ``NotExpected`` when the row is no longer pending (finished elsewhere)."""
+        params = {"b_id": inbox_id, "b_limit": limit, "updated_at": time.time()}
+
+        def op(conn: Connection) -> int | None:
+            counted = conn.execute(_INBOX_ATTEMPT, params).rowcount
+            row = conn.execute(select(inbox.c.status, inbox.c.attempts).where(inbox.c.id == inbox_id)).first()
+            if row is None or row.status != "pending":
+                raise NotExpected(f"inbox row {inbox_id} is no longer pending")
+            return int(row.attempts) if counted else None
+
+        return await self.db.run_write(op)
+
+    async def give_back(self, inbox_id: int) -> None:
+        """The turn counted by ``attempt`` ended without taking the process down (a clean shutdown cut it short):
+        it does not count against the message."""
+        stmt = (update(inbox).where(and_(inbox.c.id == inbox_id, inbox.c.attempts > 0, inbox.c.status.in_(UNFINISHED)))
+                .values(attempts=inbox.c.attempts - 1))
+        await self.db.run_write(lambda conn: conn.execute(stmt).rowcount)
+
     async def unfinished(self, platform: str | None = None) -> list[dict[str, Any]]:
         """Messages accepted and not finished, oldest first (all instances' rows)."""
         where = inbox.c.status.in_(UNFINISHED)
@@ -129,5 +151,8 @@ def expected_params(expected: str | tuple[str, ...] | None) -> dict[str, Any]:
 _INBOX_INSERT = insert(inbox)
 _INBOX_UPDATE = update(inbox).where(inbox.c.id == bindparam("b_id"))
 _INBOX_UPDATE_FROM = _INBOX_UPDATE.where(inbox.c.status == bindparam("b_expected"))
+_INBOX_ATTEMPT = (update(inbox).where(and_(inbox.c.id == bindparam("b_id"), inbox.c.status == "pending",
+                                             inbox.c.attempts < bindparam("b_limit")))
+                  .values(attempts=inbox.c.attempts + 1))
 _INBOX_OWNED = (select(inbox.c.id).where(and_(inbox.c.id == bindparam("b_id"), inbox.c.owner == bindparam("b_owner")))
                 .with_for_update())

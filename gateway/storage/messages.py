@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 
 from gateway.storage.db import Database
 from gateway.storage.inbox import NotExpected, expected_params, inbox_update
-from gateway.storage.tables import messages, sessions
+from gateway.storage.tables import inbox, messages, sessions
 
 HISTORY_CACHE_SESSIONS = 256
 
@@ -103,11 +103,13 @@ class MessageStore:
     async def append(self, session_id: str, msgs: Iterable[dict[str, Any]],
                      inbox_id: int | None = None, inbox_status: str | None = None,
                      reply: str | None = None, expected: str | tuple[str, ...] = "pending",
-                     guard: Callable[[Connection], bool] | None = None) -> None:
+                     guard: Callable[[Connection], bool] | None = None,
+                     finished: Iterable[int] | None = None) -> None:
         """Persist messages of a turn (tagged with the inbox row they answer) and, with ``inbox_status``, move
         that row on from ``expected``, in one transaction. Raises ``NotExpected`` (and stores nothing) when
         the row is no longer in ``expected``, or ``guard`` says no: the message was finished or taken over
-        elsewhere."""
+        elsewhere. ``finished``: other pending inbox rows whose messages these are (sent while the turn ran
+        and taken into it), done in the same transaction."""
         now = time.time()
         msgs = list(msgs)
         rows = [
@@ -125,12 +127,16 @@ class MessageStore:
                 values["reply"] = reply
             inbox_stmt = (inbox_update(expected), {"b_id": inbox_id, **expected_params(expected), **values})
         touch = {"b_id": session_id, "updated_at": now}
+        taken = [{"b_id": n, "b_expected": "pending", "status": "done", "updated_at": now} for n in finished or ()]
 
         def op(conn: Connection) -> None:
             if guard is not None and not guard(conn):
                 raise NotExpected(f"inbox row {inbox_id} was taken over by another instance")
             if inbox_stmt is not None and not conn.execute(*inbox_stmt).rowcount:
                 raise NotExpected(f"inbox row {inbox_id} is no longer {expected}")
+            for params in taken:
+                if not conn.execute(inbox_update("pending"), params).rowcount:
+                    raise NotExpected(f"inbox row {params['b_id']} is no longer pending")
             if rows:
                 conn.execute(_MESSAGES_INSERT, rows)
             conn.execute(_SESSION_TOUCH, touch)
@@ -144,6 +150,30 @@ class MessageStore:
             tail.extend(_openai_message(m) for m in msgs)
             if len(tail) > 2 * limit:  # trimmed now and then, not on every append
                 tail[:] = _from_user_message(tail[-limit:])
+
+    async def park(self, inbox_id: int, error: str) -> bool:
+        """Set a pending message aside for good (gateway/turns/attempts.py): its row ``parked`` and what its turns
+        stored hidden from the model (``hidden_by`` "parked"), in one transaction. False when the row was not
+        pending (finished, or parked, elsewhere)."""
+        now = time.time()
+        moved = (update(inbox).where(and_(inbox.c.id == inbox_id, inbox.c.status == "pending"))
+                 .values(status="parked", error=error, updated_at=now))
+        own = and_(messages.c.inbox_id == inbox_id, _VISIBLE)
+        hide = update(messages).where(own).values(hidden_at=now, hidden_by="parked")
+
+        def op(conn: Connection) -> set[str] | None:
+            if not conn.execute(moved).rowcount:
+                return None
+            touched = set(conn.execute(select(messages.c.session_id).where(own).distinct()).scalars())
+            conn.execute(hide)
+            return touched
+
+        sessions_changed = await self.db.run_write(op)
+        if sessions_changed is None:
+            return False
+        for session_id in sessions_changed:
+            self.changed(session_id)
+        return True
 
     def changed(self, session_id: str) -> None:
         """Messages of the session changed other than by ``append`` (hidden by /undo, /retry): the cached

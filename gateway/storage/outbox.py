@@ -1,6 +1,7 @@
 """The outbox: every chunk we send, recorded before it goes out (``sending``, with its idempotency key) and
 after (``sent`` with the platform's message ids, or failed), so a delivery resumed after a crash or a takeover
-sends only what is missing.
+sends only what is missing. Where a platform reports later what became of a message (delivered, read, failed),
+its receipt is recorded on the same row (the adapter sees this as ``gateway.platforms.base.Receipts``).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import bindparam, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from gateway.storage.db import Database, op_all, op_exec
@@ -87,6 +88,74 @@ class OutboxStore:
             "platform_message_id": platform_message_id, "status": status, "error": error, "created_at": now,
             "updated_at": now, "idempotency_key": None, "ref": None,
         })))
+
+
+    # ---- receipts --------------------------------------------------------------------------------
+
+    async def receipt(self, platform: str, message_id: str, state: str, error: str | None = None) -> bool:
+        """Record what ``platform`` said of its message ``message_id``: the furthest state wins (a late "delivered"
+        after "read" changes nothing, a repeated one neither); "failed" also fails the row, with ``error``. False
+        when no row holds that id (yet: the report can outrun the send's own record)."""
+        rank = RECEIPT_RANK.get(state)
+        if rank is None:
+            raise ValueError(f"unknown receipt state {state!r}")
+        lower = [name for name, r in RECEIPT_RANK.items() if r < rank]
+        values: dict[str, Any] = {"receipt": state, "updated_at": time.time()}
+        if state == "failed":
+            values.update(status="failed", error=error)
+
+        def op(conn: Connection) -> bool:
+            row_id = _row_of(conn, platform, message_id)
+            if row_id is None:
+                return False
+            conn.execute(update(outbox).where(outbox.c.id == row_id,
+                                              or_(outbox.c.receipt.is_(None), outbox.c.receipt.in_(lower)))
+                         .values(**values))
+            return True
+
+        return await self.db.run_write(op)
+
+    async def replace(self, platform: str, message_id: str, new_ids: list[str]) -> bool:
+        """The platform refused ``message_id`` after taking it, and the adapter sent its words again as
+        ``new_ids`` (another form of the same message): the row now names those, sent, without a receipt yet."""
+        def op(conn: Connection) -> bool:
+            row_id = _row_of(conn, platform, message_id)
+            if row_id is None:
+                return False
+            held = conn.execute(select(outbox.c.platform_message_id).where(outbox.c.id == row_id)).scalar() or ""
+            ids = [i for part in held.split(" ") if part for i in (new_ids if part == message_id else [part])]
+            conn.execute(update(outbox).where(outbox.c.id == row_id).values(
+                platform_message_id=" ".join(ids) or None, status="sent", receipt=None, error=None,
+                updated_at=time.time()))
+            return True
+
+        return await self.db.run_write(op)
+
+
+# How far a sent message got, as platforms report it; a failure is final.
+RECEIPT_RANK = {"sent": 1, "delivered": 2, "read": 3, "failed": 4}
+
+
+def _like(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _row_of(conn: Connection, platform: str, message_id: str) -> int | None:
+    """The newest outbox row holding ``message_id``: by the whole column first (one id per chunk, the usual case,
+    found through the index), then as one of a chunk's several ids."""
+    found = conn.execute(select(outbox.c.id).where(outbox.c.platform == platform,
+                                                   outbox.c.platform_message_id == message_id)
+                         .order_by(outbox.c.id.desc()).limit(1)).scalar()
+    if found is not None:
+        return int(found)
+    escaped = _like(message_id)
+    column = outbox.c.platform_message_id
+    found = conn.execute(select(outbox.c.id).where(
+        outbox.c.platform == platform,
+        or_(column.like(f"{escaped} %", escape="\\"), column.like(f"% {escaped}", escape="\\"),
+            column.like(f"% {escaped} %", escape="\\")),
+    ).order_by(outbox.c.id.desc()).limit(1)).scalar()
+    return int(found) if found is not None else None
 
 
 # Built once (see gateway/storage/inbox.py).

@@ -1,8 +1,8 @@
 """``sessions.retention_days``: the messages, inbox and outbox rows of sessions idle longer than that, the
-web chat's log of chats idle that long, and token usage older than that are deleted while the daemon runs —
-and the media of those sessions: the files their user messages name (gateway/kernel/attached.py), the copies
-of what the agent sent and the voice notes made for them (named after the session), and the copies a platform
-serves to its page (``served/``) older than the cutoff. Only files inside the media folders are ever deleted.
+web chat's log of chats idle that long, and token usage, the audit trail and finished questions and messages
+to other chats older than that are deleted while the daemon runs — and the media of those sessions: the files
+their user messages name (gateway/kernel/attached.py), and the copies of what the agent sent and the voice notes
+made for them (named after the session). Only files inside the media folders are ever deleted.
 
 Deletion goes in small batches (``Retention.prune_idle``: a few hundred rows per transaction, run off the loop
 by the store's writer) with a pause between them, so a first pass over years of history never holds the writer
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -25,7 +24,17 @@ from sqlalchemy.engine import Connection
 
 from gateway.kernel.attached import split_files
 from gateway.storage.store import Store
-from gateway.storage.tables import chat_log, inbox, messages, outbox, sessions, usage
+from gateway.storage.tables import (
+    audit_events,
+    chat_log,
+    clarifications,
+    inbox,
+    messages,
+    outbox,
+    outgoing,
+    sessions,
+    usage,
+)
 
 log = structlog.get_logger("herald.retention")
 
@@ -36,7 +45,7 @@ class Retention:
     def __init__(self, store: Store, days: float, *, batch: int = 500, pause: float = 0.05,
                  period: float = 3600.0, first_after: float = 30.0, clock: Callable[[], float] = time.time,
                  media: Iterable[Path] = ()) -> None:
-        """``media``: the media folders (what people sent; the daemon's own, with ``out/`` and ``served/``)."""
+        """``media``: the media folders (what people sent; the daemon's own, with ``out/``)."""
         self.media = [Path(os.path.realpath(m)) for m in media]
         self.store = store
         self.days = days
@@ -49,15 +58,14 @@ class Retention:
     async def prune(self) -> dict[str, int]:
         """One pass until nothing older is left; the totals deleted (and how many batches it took)."""
         cutoff = self.clock() - self.days * DAY
-        total = {"messages": 0, "inbox": 0, "outbox": 0, "chat_log": 0, "usage": 0, "media": 0, "batches": 0}
+        total = {"messages": 0, "inbox": 0, "outbox": 0, "chat_log": 0, "usage": 0, "audit": 0, "media": 0,
+                 "batches": 0}
         while True:
             counts = await self.prune_idle(cutoff)
             total["batches"] += 1
             for key, n in counts.items():
                 total[key] += n
-            if all(counts[key] < self.batch for key in ("messages", "inbox", "chat_log", "usage")):
-                if self.media:
-                    total["media"] += await asyncio.to_thread(_old_served_copies, self.media, cutoff)
+            if all(counts[key] < self.batch for key in ("messages", "inbox", "chat_log", "usage", "audit")):
                 return total
             await asyncio.sleep(self.pause)
 
@@ -85,7 +93,7 @@ class Retention:
             await asyncio.sleep(self.period)
 
 
-_FINISHED = ("done", "failed", "cancelled", "rejected", "denied")
+_FINISHED = ("done", "failed", "cancelled", "rejected", "denied", "parked")
 
 
 def _delete_idle(conn: Connection, cutoff: float, batch: int) -> tuple[dict[str, int], set[str], list[str]]:
@@ -123,8 +131,27 @@ def _delete_idle(conn: Connection, cutoff: float, batch: int) -> tuple[dict[str,
     if usage_ids:
         conn.execute(usage.delete().where(usage.c.id.in_(usage_ids)))
     counts = {"messages": len(rows), "inbox": len(inbox_ids), "outbox": int(sent or 0),
-              "chat_log": len(log_ids), "usage": len(usage_ids)}
+              "chat_log": len(log_ids), "usage": len(usage_ids), "audit": _delete_talk(conn, cutoff, batch)}
     return counts, {r.session_id for r in rows}, files
+
+
+def _delete_talk(conn: Connection, cutoff: float, batch: int) -> int:
+    """The audit trail, settled questions and finished messages to other chats (with their outbox rows) older
+    than ``cutoff``: the most rows of any one of them deleted."""
+    events = conn.execute(select(audit_events.c.id).where(audit_events.c.created_at < cutoff)
+                          .limit(batch)).scalars().all()
+    if events:
+        conn.execute(audit_events.delete().where(audit_events.c.id.in_(events)))
+    asked = conn.execute(select(clarifications.c.id).where(and_(
+        clarifications.c.created_at < cutoff, clarifications.c.status != "pending")).limit(batch)).scalars().all()
+    if asked:
+        conn.execute(clarifications.delete().where(clarifications.c.id.in_(asked)))
+    sent = conn.execute(select(outgoing.c.id).where(and_(
+        outgoing.c.created_at < cutoff, outgoing.c.status.not_in(("queued", "sending")))).limit(batch)).scalars().all()
+    if sent:
+        conn.execute(outbox.delete().where(outbox.c.ref.in_([f"send:{n}" for n in sent])))
+        conn.execute(outgoing.delete().where(outgoing.c.id.in_(sent)))
+    return max(len(events), len(asked), len(sent))
 
 
 def _inside(path: str, roots: list[Path]) -> bool:
@@ -150,19 +177,3 @@ def _delete_media(roots: list[Path], files: list[str], sessions_pruned: set[str]
     return gone
 
 
-def _old_served_copies(roots: list[Path], cutoff: float) -> int:
-    """The copies of files the agent sent that a platform serves itself, older than the cutoff (the chat logs
-    that link to them go too)."""
-    gone = 0
-    for root in roots:
-        served = root / "served"
-        if not served.is_dir():
-            continue
-        for folder in served.iterdir():
-            try:
-                if folder.is_dir() and folder.stat().st_mtime < cutoff:
-                    shutil.rmtree(folder)
-                    gone += 1
-            except OSError:
-                pass
-    return gone

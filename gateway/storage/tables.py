@@ -121,7 +121,8 @@ inbox = Table(
     Column("platform_message_id", String(256), nullable=False),
     Column("session_key", String(512), nullable=False),
     Column("payload", JSON, nullable=False),
-    # pending -> replied (answer stored, delivery under way) -> done | failed | cancelled | rejected | denied
+    # pending -> replied (answer stored, delivery under way) -> done | failed | cancelled | rejected | denied,
+    # or parked (its turns kept taking the daemon down: never taken up again; gateway/turns/attempts.py)
     Column("status", String(16), nullable=False),
     Column("reply", Text, nullable=True),
     Column("error", Text, nullable=True),
@@ -131,6 +132,10 @@ inbox = Table(
     # once its owner is gone or the lease ran out (instances renew their leases while they live).
     Column("owner", String(300), nullable=True),
     Column("lease_until", Float, nullable=True),
+    # How many turns of the message began computing, counted before each one computes: a turn that takes the
+    # process down with it (an OOM kill, a native crash) has counted, and past gateway.max_attempts the
+    # message is parked instead of run again.
+    Column("attempts", Integer, nullable=False, default=0, server_default="0"),
     UniqueConstraint("platform", "platform_message_id", name="uq_inbox_platform_message"),
     Index("ix_inbox_status", "status"),
     Index("ix_inbox_session_owner", "session_key", "owner", "status"),
@@ -161,6 +166,11 @@ outbox = Table(
     Column("idempotency_key", String(64), nullable=True),
     # A delivery that answers no inbox row but must not repeat either (a cron run's result to one target).
     Column("ref", String(300), nullable=True, index=True),
+    # What the platform said later of a sent message, where it reports that (sent, delivered, read, failed):
+    # the furthest it got. A failure also makes the row failed, with the platform's reason in ``error``.
+    Column("receipt", String(16), nullable=True),
+    # Receipts name the message by the platform's id.
+    Index("ix_outbox_platform_message", "platform", "platform_message_id"),
 )
 
 
@@ -203,6 +213,8 @@ chat_log = Table(
     Column("buttons", JSON, nullable=True),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    # The files the message carries (uploaded with it, or sent by the agent): [{id, name, mime, kind, size}].
+    Column("files", JSON, nullable=True),
     UniqueConstraint("platform", "message_id", name="uq_chat_log_message"),
     Index("ix_chat_log_chat", "platform", "chat_id", "id"),
 )
@@ -217,6 +229,25 @@ platform_cursors = Table(
     Column("chat_id", String(256), primary_key=True),
     Column("position", String(256), nullable=False),
     Column("updated_at", Float, nullable=False),
+)
+
+
+# ---- keys of the OpenAI-compatible API (gateway/api/, gateway/storage/api_keys.py) ------------------------
+
+
+# One row per key ever made: only its sha256 is kept (the key itself is shown once, when made). ``name`` is who
+# holds it, the identity ``api:<name>`` (access rules, usage, the audit trail); one live key per name at a time.
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", String(16), primary_key=True),  # the public part of the key, which finds its row
+    Column("name", String(64), nullable=False),
+    Column("key_hash", String(64), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=True),  # None: never
+    Column("revoked_at", Float, nullable=True),
+    Column("last_used_at", Float, nullable=True),  # kept to the minute: a write per request would cost more
+    Index("ix_api_keys_name", "name"),
 )
 
 
@@ -419,4 +450,82 @@ credential_lock_holders = Table(
     Column("profile", String(128), nullable=True),
     Column("host", String(256), nullable=True),
     Column("acquired_at", Float, nullable=False),
+)
+
+
+# ---- the agent in the conversation (gateway/talk/) ----------------------------------------------------
+
+
+# The agent's questions (the clarify tool), while they wait and after: a daemon that starts finds the ones a
+# gone instance left waiting, withdraws them and tells the person.
+clarifications = Table(
+    "clarifications",
+    metadata,
+    Column("id", String(16), primary_key=True),
+    Column("session_key", String(512), nullable=False),
+    Column("platform", String(32), nullable=False),
+    Column("chat_id", String(256), nullable=False),
+    Column("thread_id", String(256), nullable=True),
+    Column("requested_by", String(256), nullable=True),  # the user who started the turn
+    Column("question", Text, nullable=False),
+    Column("choices", JSON, nullable=False),  # up to four strings
+    # pending -> answered | no_answer | stopped | withdrawn (a restart)
+    Column("status", String(16), nullable=False),
+    Column("answer", Text, nullable=True),
+    Column("answered_by", String(256), nullable=True),
+    Column("answered_via", String(16), nullable=True),  # button | text | timeout | stop | restart
+    Column("prompt_message_id", String(256), nullable=True),
+    Column("owner", String(300), nullable=True),  # the instance waiting for the answer
+    Column("created_at", Float, nullable=False),
+    Column("answered_at", Float, nullable=True),
+    Index("ix_clarifications_status", "status"),
+)
+
+
+# Messages to other chats (the send_message tool, `herald send`): written before they go out, so each is sent
+# exactly once — claimed by one instance (a conditional UPDATE of status and owner), its chunks through the
+# outbox under ``outbox.ref = send:<id>``, taken over from an owner that is gone.
+outgoing = Table(
+    "outgoing",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    # A caller's idempotency key (`herald send --key`): the same key is one message however often it is sent.
+    Column("key", String(200), nullable=True, unique=True),
+    Column("via", String(16), nullable=False),  # agent | cli
+    Column("session_key", String(512), nullable=True),  # the session that sent it (None: the shell)
+    Column("requested_by", String(256), nullable=True),  # "platform:user_id" whose turn it was
+    Column("target", String(1000), nullable=False),  # as given: a platform, or platform:chat[:thread]
+    Column("platform", String(32), nullable=False),
+    Column("chat_id", String(256), nullable=False),
+    Column("thread_id", String(256), nullable=True),
+    Column("text", Text, nullable=False),
+    Column("attachment", JSON, nullable=True),  # a file to send with it (path, filename, mime, kind)
+    # queued -> sending -> sent | failed; or denied | refused (never sent)
+    Column("status", String(16), nullable=False),
+    Column("error", Text, nullable=True),
+    Column("approval_id", String(16), nullable=True),  # the approvals row when a person was asked
+    Column("owner", String(300), nullable=True),  # the instance sending it
+    Column("created_at", Float, nullable=False),
+    Column("sent_at", Float, nullable=True),
+    Index("ix_outgoing_status", "status"),
+)
+
+
+# What the agent did beyond answering and what people did to a running turn, one row each: the dashboard's
+# audit view (gateway/storage/audit.py).
+audit_events = Table(
+    "audit_events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("created_at", Float, nullable=False),
+    # clarify | send_message | web_fetch | web_search | steer | edit
+    Column("kind", String(32), nullable=False),
+    Column("session_key", String(512), nullable=True),
+    Column("platform", String(32), nullable=True),
+    Column("chat_id", String(256), nullable=True),
+    Column("user_id", String(256), nullable=True),
+    Column("subject", Text, nullable=False),  # the question, the target and text, the URL, the query...
+    Column("outcome", String(32), nullable=False),
+    Column("detail", Text, nullable=True),
+    Index("ix_audit_events_created", "created_at"),
 )

@@ -25,10 +25,13 @@ class AgentFactory:
     def __init__(self, cfg: Config, paths: Paths, prompt_hint: Callable[[str], str | None],
                  observe_llm: Callable[[float, str | None], None] | None = None,
                  on_model_fault: Callable[[str], None] | None = None, *, sandbox: SandboxPolicy | None = None,
-                 tool_extras: Callable[[], Mapping[str, Any]] = dict) -> None:
+                 tool_extras: Callable[[], Mapping[str, Any]] = dict, registry: Any = None,
+                 extra_tools: Callable[[], tuple[str, ...]] = tuple) -> None:
         """``sandbox``: the policy every tool call runs under (gateway/turns/sandboxing.py); ``tool_extras``:
         the ToolContext extras of every turn, from the features the tools reach (memory, cron), read at each
-        turn (cron's scheduler starts after the agent is built)."""
+        turn (cron's scheduler starts after the agent is built). ``registry``: this daemon's tools (the built-in
+        ones and its MCP servers'; None: the built-in registry); ``extra_tools``: the tools a turn beginning now
+        offers beyond the agent's own (the MCP servers' that are up)."""
         self.cfg = cfg
         self._observe_llm = observe_llm  # each model request's duration and error kind (gateway/kernel/metrics.py)
         self._on_model_fault = on_model_fault  # each fault a model endpoint served (gateway/kernel/faults.py)
@@ -43,6 +46,8 @@ class AgentFactory:
         self.agent: Any = None
         # Never "cron" among them: that key marks a cron turn, whose dangerous commands follow approvals.cron_mode.
         self._tool_extras = tool_extras
+        self._registry = registry
+        self._extra_tools = extra_tools
         self.sandbox = sandbox
         # The environment variables holding secrets (named by the config, or named like a secret), whose
         # values approval prompts mask; commands get an allowlisted environment (tools/sandbox.py).
@@ -60,12 +65,14 @@ class AgentFactory:
         from tools.registry import load_builtin_tools, registry
 
         load_builtin_tools()
+        tools = self._registry if self._registry is not None else registry
         m = self.cfg.model
         llm = self._llm([(m.base_url or "", m.name or "", m.api_key_env)]
                         + [(f.base_url, f.name, f.api_key_env) for f in m.fallbacks])
+        # The built-in tools only: a turn adds the MCP tools up when it begins (ToolContext.extra_tools).
         self.tool_names = [n for n in registry.names(self.cfg.tools)
                            if n != "memory" or self.cfg.agent.memory_max_chars]  # 0: no memory
-        self.agent = Agent(llm, registry, self.tool_names, max_iterations=m.max_iterations)
+        self.agent = Agent(llm, tools, self.tool_names, max_iterations=m.max_iterations)
         return self.agent
 
     def _llm(self, endpoints: list[tuple[str, str, str | None]], primary_extra: dict[str, Any] | None = None) -> Any:
@@ -135,4 +142,5 @@ class AgentFactory:
 
         cwd = str(self.sandbox.workspace) if self.sandbox is not None else os.path.expanduser("~")
         return ToolContext(session_key=key, cwd=cwd, interrupt=interrupt, config=self.cfg.tools,
-                           extras={"approve": approve, **self._tool_extras(), **extras}, sandbox=self.sandbox)
+                           extras={"approve": approve, **self._tool_extras(), **extras}, sandbox=self.sandbox,
+                           extra_tools=self._extra_tools())

@@ -36,8 +36,9 @@ from gateway.session.manager import SessionManager
 from gateway.storage.inbox import NotExpected
 from gateway.storage.store import Store
 from gateway.turns.agents import AgentFactory
+from gateway.turns.attempts import Attempts
 from gateway.turns.compression import Compressor
-from gateway.turns.journal import TurnJournal
+from gateway.turns.journal import Steered, TurnJournal
 from gateway.turns.lanes import Lane, Turn
 from gateway.turns.usage import UsageLedger
 
@@ -130,9 +131,13 @@ class TurnExecutor:
     def __init__(self, cfg: Config, store: Store, sessions: SessionManager, delivery: Delivery, notifier: Notifier,
                  agents: AgentFactory, approvals: Any, adapters: Adapters, counters: Counters, *,
                  metrics: Metrics | None = None, compression: Compressor | None = None,
-                 usage: UsageLedger | None = None, streams: Any = None, media: Any = None) -> None:
+                 usage: UsageLedger | None = None, streams: Any = None, attempts: Attempts | None = None,
+                 media: Any = None) -> None:
         self.cfg = cfg
         self.media = media  # gateway.media.hub.Media: images for the model, files out, voice notes
+        # Each turn's start counted on its inbox row before it computes; a poison message parked instead
+        # (gateway/turns/attempts.py).
+        self.attempts = attempts or Attempts(store, notifier, cfg.gateway.max_attempts, counters)
         self.streams = streams  # gateway.outbound.streaming.Streams: replies shown as they are written
         self.metrics = metrics or NULL_METRICS
         self.store = store
@@ -203,6 +208,7 @@ class TurnExecutor:
             if self.compression is not None:
                 history = self.compression.with_summary(session, history)
             user_msg = None if item.resume_turn else {"role": "user", "content": user_content(item.msg)}
+            lane.current = None  # what the agent reads is fixed: an edit from now on is a correction
             guard = (self.store.inbox.owner_guard(item.inbox_id, self.delivery.owner)
                      if item.inbox_id is not None and self.delivery.owner else None)
             journal = TurnJournal(self.store, loop, session["id"], item.inbox_id, user_msg, guard)
@@ -219,6 +225,17 @@ class TurnExecutor:
             slot.finish()
             await self._abandoned(adapter, item, journal, turn.abandoned.result(), turn.last_step)
             return
+        try:
+            # Durable before the thread starts: a turn that takes the process down with it has counted.
+            may_run = await self.attempts.begin(item)
+        except BaseException:
+            lane.turn = None
+            slot.finish()
+            raise
+        if not may_run:  # parked: its turns kept taking the daemon down
+            lane.turn = None
+            slot.finish()
+            return
         self.counters.turns_started += 1
         item.queued_ms = round((time.time() - item.msg.received_at) * 1000, 2)
         log.debug("turn_started", queued_ms=item.queued_ms, resumed=item.resume_turn)
@@ -228,7 +245,7 @@ class TurnExecutor:
         content = None if item.resume_turn else user_msg["content"]  # type: ignore[index]
         meter = UsageMeter()
         future = loop.run_in_executor(self.pool, ctx.run, self._call_agent, session, history, content, turn,
-                                      journal, slot, meter, live)
+                                      journal, slot, meter, live, _SteeredFor(lane, turn))
         try:
             await asyncio.wait({future, turn.abandoned}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -239,7 +256,7 @@ class TurnExecutor:
             await self._record_usage(meter, journal.session_id, item.inbox_id, source.platform, source.user_id)
         if turn.abandoned.done() and not future.done():
             future.add_done_callback(_swallow)
-            await self._abandoned(adapter, item, journal, turn.abandoned.result(), turn.last_step, live)
+            await self._abandoned(adapter, item, journal, turn.abandoned.result(), turn.last_step, live, counted=True)
             return
         turn.abandon("finished")
         try:
@@ -278,8 +295,10 @@ class TurnExecutor:
                                        source=source)
 
     def _call_agent(self, session: dict[str, Any], history: list[dict[str, Any]], content: Any, turn: Turn,
-                    journal: TurnJournal, slot: TurnSlot, meter: UsageMeter, live: Any = NO_LIVE) -> Any:
-        """Runs in a worker thread: the synchronous agent loop, told to stop through ``turn.interrupt``."""
+                    journal: TurnJournal, slot: TurnSlot, meter: UsageMeter, live: Any = NO_LIVE,
+                    steered: _SteeredFor | None = None) -> Any:
+        """Runs in a worker thread: the synchronous agent loop, told to stop through ``turn.interrupt``;
+        ``steered``: where messages sent for the turn meanwhile wait (its lane)."""
         from agent_core.agent import TurnCallbacks
 
         def on_activity(step: str) -> None:
@@ -301,8 +320,13 @@ class TurnExecutor:
         if self.compression is not None:
             compact = self.compression.for_turn(turn.key, session, journal, journal.loop, turn.interrupt, meter,
                                                 on_activity)
+        inject = None
+        if steered is not None:
+            def inject() -> list[dict[str, Any]]:
+                # A look from the thread first: most model calls have nothing waiting, and cost no hop then.
+                return journal.inject(steered) if steered.lane.steered else []
         callbacks = live.callbacks(TurnCallbacks(on_activity=on_activity, on_step=journal.step, usage=meter,
-                                                 compact=compact))
+                                                 compact=compact, inject=inject))
         agent = self.agents.for_session(session)  # the session's model and reasoning effort
         return agent.run(session["system_prompt"] or "", history, content, turn.interrupt, callbacks, ctx)
 
@@ -369,11 +393,15 @@ class TurnExecutor:
             log.warning("voice_note_not_delivered", error=f"{type(exc).__name__}: {exc}")
 
     async def _abandoned(self, adapter: PlatformAdapter, item: Accepted, journal: TurnJournal, reason: str,
-                         last_step: str, live: Any = NO_LIVE) -> None:
+                         last_step: str, live: Any = NO_LIVE, counted: bool = False) -> None:
+        """``counted``: the turn had begun computing (``Attempts.begin`` counted it)."""
         source = item.msg.source
         log.info("turn_abandoned", reason=reason)
         if reason == "shutdown":
-            # The inbox row stays unfinished: the message is answered after the restart, not lost.
+            # The inbox row stays unfinished: the message is answered after the restart, not lost. A clean
+            # shutdown is no crash of the turn's making: its attempt does not count.
+            if counted:
+                await self.attempts.give_back(item.inbox_id)
             await journal.close(reason, None, last_step)
             await live.abandon(reason)
             await self.notifier.notify(source, "⚠️ Herald is restarting and had to cut this turn short; "
@@ -446,6 +474,27 @@ class TurnExecutor:
         result = future.result()
         await journal.finish(result.messages if getattr(result, "status", "ok") == "ok" else [], "replied", None)
         return result
+
+
+class _SteeredFor:
+    """A lane's steered messages as the turn's journal takes them (journal.Waiting), made into user messages
+    as the agent would have got them as turns of their own."""
+
+    def __init__(self, lane: Lane, turn: Turn) -> None:
+        self.lane = lane
+        self.turn = turn
+
+    def take_steered(self) -> list[Steered]:
+        if self.turn.abandoned.done():  # cut short: what waits becomes the next turn, not part of this one
+            return []
+        taken = self.lane.take_steered()
+        for item in taken:
+            if item.message is None:
+                item.message = {"role": "user", "content": user_content(item.item.msg)}
+        return taken
+
+    def untaken(self, taken: list[Steered]) -> None:
+        self.lane.untaken(taken)
 
 
 def user_content(msg: InboundMessage) -> str:

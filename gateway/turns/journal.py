@@ -5,6 +5,9 @@ run, each tool result as it completes) through ``TurnJournal.step``; the journal
 loop, tagged with the inbox row, and only then does the thread go on. A crash after a tool ran therefore
 leaves its result in the database, and the recovered turn resumes after it instead of running it again.
 
+Messages a person sends for the running turn (steered: ``busy_mode: steer``, /steer, an edit) are taken in before
+a model call (``inject``), stored after the steps before them, their own inbox rows finished in that transaction.
+
 A turn that is stopped, times out or is abandoned is ``close``d on the loop: later steps from its thread are
 refused (the agent stops), and tool calls stored without a result get one saying what happened, so the
 session's history stays valid for the model. The user's message is stored with the first step, or with
@@ -16,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import Connection
 
@@ -25,6 +28,29 @@ from gateway.storage.inbox import NotExpected
 from gateway.storage.store import Store
 
 STEP_TIMEOUT = 60.0
+
+
+class Steered:
+    """A message sent for a running turn (``busy_mode: steer``, /steer, an edit): its inbox row (None: it has
+    none of its own), the Accepted it came as (a turn of its own if this one never takes it) and the user
+    message the agent gets (None: made from the message when taken). ``taken`` once stored in the turn."""
+
+    __slots__ = ("inbox_id", "item", "message", "taken")
+
+    def __init__(self, inbox_id: int | None, item: Any, message: dict[str, Any] | None = None) -> None:
+        self.inbox_id = inbox_id
+        self.item = item
+        self.message = message
+        self.taken = False
+
+
+class Waiting(Protocol):
+    """Where a turn's steered messages wait (the session's lane)."""
+
+    def take_steered(self) -> list[Steered]: ...
+
+    def untaken(self, taken: list[Steered]) -> None: ...
+
 
 _CUT_OFF_BY = {
     "stopped": "stopped by the user (/stop)",
@@ -38,6 +64,8 @@ def closing_result(reason: str, last_step: str) -> str:
     why = _CUT_OFF_BY.get(reason, f"cut off ({reason})")
     if last_step.startswith("waiting for approval"):
         return f"not run: {why} while it waited for approval"
+    if last_step.startswith("waiting for an answer"):
+        return f"no answer: {why} while it waited for the person's answer"
     return f"{why} while it ran: it may have completed partly"
 
 
@@ -71,6 +99,21 @@ class TurnJournal:
         except Exception as exc:  # a step that can't be stored must not run its tools unrecorded
             raise StepRefused(f"{type(exc).__name__}: {exc}") from exc
 
+    def inject(self, waiting: Waiting) -> list[dict[str, Any]]:
+        """In the worker thread, before a model call: the messages sent for this turn meanwhile (``waiting``
+        hands them over, on the loop), stored after the turn's steps in the order the agent sees them, their
+        own inbox rows finished in the same transaction. Only what was stored is handed to the agent: what
+        could not be goes back to ``waiting``, for a later call or the next turn."""
+        if self.closed is not None:
+            raise StepRefused(self.closed)
+        future = asyncio.run_coroutine_threadsafe(self._inject(waiting), self.loop)
+        try:
+            return future.result(timeout=STEP_TIMEOUT)
+        except StepRefused:
+            raise
+        except Exception as exc:
+            raise StepRefused(f"{type(exc).__name__}: {exc}") from exc
+
     # ---- loop side --------------------------------------------------------------------------------
 
     async def _record(self, messages: list[dict[str, Any]]) -> None:
@@ -79,10 +122,28 @@ class TurnJournal:
                 raise StepRefused(self.closed)
             await self._append(messages)
 
+    async def _inject(self, waiting: Waiting) -> list[dict[str, Any]]:
+        async with self._lock:
+            if self.closed is not None:
+                raise StepRefused(self.closed)
+            taken = waiting.take_steered()
+            if not taken:
+                return []
+            added = [s.message for s in taken]
+            try:
+                await self._append(added, finished=[s.inbox_id for s in taken if s.inbox_id is not None])
+            except BaseException:
+                waiting.untaken(taken)
+                raise
+            for item in taken:
+                item.taken = True
+            return added
+
     async def _append(self, messages: list[dict[str, Any]], status: str | None = None, reply: str | None = None,
-                      ) -> None:
+                      finished: list[int] | None = None) -> None:
         rows = ([self._user] if self._user is not None else []) + messages
-        await self.store.messages.append(self.session_id, rows, self.inbox_id, status, reply, guard=self.guard)
+        await self.store.messages.append(self.session_id, rows, self.inbox_id, status, reply, guard=self.guard,
+                                         finished=finished)
         self._user = None
         self._stored.extend(messages)
 

@@ -1,7 +1,9 @@
 """Session lanes: each session key has a FIFO of accepted messages and at most one running turn.
 
 A message for an idle session starts a turn at once; one for a busy session waits its turn (``busy_mode:
-queue``, the sender is told) or replaces the running turn (``interrupt``). The queue is bounded
+queue``, the sender is told), replaces the running turn (``interrupt``) or joins it (``steer``, and /steer
+in any mode: the agent gets it as a user message at its next model call, after the tool under way; one the
+turn ends without taking becomes the next turn, ahead of what came after it). The queue is bounded
 (``gateway.max_queue``): past it the sender is told plainly and the message is marked rejected, never
 silently dropped. Lanes disappear when they are empty and idle. One watchdog ends turns that make no
 progress for ``gateway.turn_timeout_seconds``.
@@ -28,10 +30,15 @@ from gateway.kernel.metrics import Counters
 from gateway.media.inbound import echo_line
 from gateway.platforms.base import Accepted, InboundMessage, PlatformAdapter, Prepared
 from gateway.ports import Lifecycle, Notifier
+from gateway.storage.audit import AuditLog
 from gateway.storage.store import Store
 from gateway.turns import albums
+from gateway.turns.journal import Steered
 
 log = structlog.get_logger("herald.lanes")
+
+# A turn's last step while a person is asked (an approval, the agent's question): cut at once on shutdown.
+WAITING_FOR_A_PERSON = ("waiting for approval", "waiting for an answer")
 
 
 @dataclass(eq=False)
@@ -60,6 +67,20 @@ class Lane:
     turn: Turn | None = None
     task: asyncio.Task[None] | None = None
     adapter: PlatformAdapter | None = None  # a session key names one platform: the adapter of its messages
+    # Sent for the running turn, not taken into it yet (the turn's journal takes them, on the loop).
+    steered: list[Steered] = field(default_factory=list)
+    # The message taken from the queue whose turn has not fixed what the agent reads yet (it is being prepared,
+    # or the turn is loading the session): an edit of it still replaces its text.
+    current: Accepted | None = None
+
+    def take_steered(self) -> list[Steered]:
+        """For the turn's journal (on the loop): everything waiting, in the order it came."""
+        taken, self.steered = self.steered, []
+        return taken
+
+    def untaken(self, taken: list[Steered]) -> None:
+        """The journal could not store ``taken``: back in front of what came since."""
+        self.steered[:0] = [s for s in taken if not s.taken]
 
 
 RunTurn = Callable[[Lane, Accepted], Awaitable[None]]
@@ -81,6 +102,7 @@ class Lanes:
         self.instance = instance
         self.counters = counters
         self.run_turn = run_turn
+        self.audit = AuditLog(store)  # messages steered into running turns
         self.lanes: dict[str, Lane] = {}
         # Inbox ids dispatched in this process (lanes and commands), while several instances share the
         # database (gateway/inbound/routing.py): a row found again by a poll is not dispatched twice.
@@ -110,6 +132,11 @@ class Lanes:
             waiting = len(lane.queue)
             self.life.spawn(self._reject(item, waiting, adapter.capabilities.command("queue")), name="lane:reject")
             return
+        if (busy and notify and self.cfg.busy_mode == "steer" and lane.turn is not None and not lane.queue
+                and not item.recovered and item.resume_reply is None and not item.resume_turn):
+            self.steer_into(lane, item)
+            self._tell(source, "↪ Added to what I'm working on: I'll read it before my next step.")
+            return
         if item.recovered and item.inbox_id is not None:
             # Behind what its chat sent before it, ahead of what came after (accepted before recovery ran).
             at = next((n for n, q in enumerate(lane.queue) if q.inbox_id is not None and q.inbox_id > item.inbox_id),
@@ -125,6 +152,31 @@ class Lanes:
                 self._tell(source, f"⏳ Queued ({len(lane.queue)} waiting) — I'll answer after the current reply.")
         if lane.task is None and adapter.name not in self._held:
             lane.task = asyncio.create_task(self._drain(lane), name=f"lane:{lane.key}")
+
+    def steer_into(self, lane: Lane, item: Accepted, text: str | None = None) -> None:
+        """``item`` joins the running turn of ``lane`` (``text``: what the agent reads, default the message)."""
+        message = {"role": "user", "content": text} if text is not None else None
+        lane.steered.append(Steered(item.inbox_id, item, message))
+        log.info("message_steered", session_key=lane.key, inbox_id=item.inbox_id)
+        if text is None:  # an edit steered in is audited as the edit it is
+            src = item.msg.source
+            self.life.spawn(self.audit.add("steer", item.msg.text, "steered", session_key=lane.key,
+                                           platform=src.platform, chat_id=src.chat_id, user_id=src.user_id),
+                            name="lane:audit")
+
+    def steer(self, adapter: PlatformAdapter, item: Accepted, text: str | None = None) -> bool:
+        """/steer (any busy_mode) and an edit while its turn runs: into the running turn (True), or, with
+        none running, queued as a message of its own (False)."""
+        lane = self.lanes.get(item.key)
+        if lane is not None and lane.turn is not None:
+            if self.dispatched is not None:
+                self.dispatched.add(item.inbox_id)
+            self.steer_into(lane, item, text)
+            return True
+        if text is not None:
+            item.msg.text = text
+        self.submit(adapter, item, notify=False)
+        return False
 
     def hold(self, platform: str) -> None:
         """Until ``release``: ``platform``'s messages queue in their lanes, no turn starts (its recovery runs)."""
@@ -148,7 +200,7 @@ class Lanes:
     async def _drain(self, lane: Lane) -> None:
         try:
             while lane.queue and not self.life.stopping:
-                item = lane.queue.popleft()
+                item = lane.current = lane.queue.popleft()
                 try:
                     if (item.msg.pending or {}).get("album") and item.resume_reply is None and not item.resume_turn:
                         await albums.gather(lane.queue, item, self.store, lambda: self.life.stopping)
@@ -161,10 +213,22 @@ class Lanes:
                     log.exception("turn_crashed", session_key=lane.key)
                     await self.store.inbox.mark(item.inbox_id, "failed", error="internal error",
                                                 expected=("pending", "replied"))
+                finally:
+                    lane.current = None
+                    self._next_turns(lane)
         finally:
             lane.task = None
             if not lane.queue and lane.turn is None and self.lanes.get(lane.key) is lane:
                 del self.lanes[lane.key]
+
+    @staticmethod
+    def _next_turns(lane: Lane) -> None:
+        """What was sent for the turn that just ended and never reached it: the next turns, in the order sent,
+        ahead of anything queued since (it came before that). Never dropped."""
+        left = [s.item for s in lane.take_steered() if not s.taken and s.item is not None]
+        if left:
+            lane.queue.extendleft(reversed(left))
+            log.info("steered_became_turns", session_key=lane.key, messages=len(left))
 
     async def _prepare(self, lane: Lane, item: Accepted) -> bool:
         """The adapter's work left for after the ack (``PlatformAdapter.prepare``); False: no turn for it."""
@@ -243,6 +307,15 @@ class Lanes:
         lane = self.lanes.get(key)
         return len(lane.queue) if lane else 0
 
+    async def steer_text(self, adapter: PlatformAdapter, msg: InboundMessage, key: str) -> bool | None:
+        """``/steer <text>``: the text as a message of its own (its own inbox row), into the running turn
+        whatever busy_mode says (True), or its own turn when none runs (False); None: stored already."""
+        row = await self.store.inbox.add(adapter.name, msg.platform_message_id + ":steer", key, msg.to_dict(),
+                                         owner=self.instance.id, lease_until=self.instance.lease())
+        if row is None:
+            return None
+        return self.steer(adapter, Accepted(row, msg, key))
+
     # ---- upkeep ----------------------------------------------------------------------------------
 
     def running(self) -> int:
@@ -277,7 +350,7 @@ class Lanes:
         pending = drains
         while pending:
             for lane in self.lanes.values():
-                if lane.turn is not None and lane.turn.last_step.startswith("waiting for approval"):
+                if lane.turn is not None and lane.turn.last_step.startswith(WAITING_FOR_A_PERSON):
                     lane.turn.abandon("shutdown")
             left = deadline - asyncio.get_running_loop().time()
             if left <= 0:

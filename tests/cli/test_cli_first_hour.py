@@ -105,8 +105,11 @@ SAMPLE_ARGS: dict[tuple[str, ...], tuple[str, ...]] = {
     ("cron", "add"): ("--schedule", "1h", "--prompt", "x"),
     **{("cron", verb): ("nosuchjob",) for verb in ("remove", "pause", "resume", "approve", "run", "history")},
     ("approvals", "revoke"): ("42",),
+    ("api-key", "create"): ("ci",),
+    ("api-key", "revoke"): ("ci",),
     ("service", "install"): ("--user",),
     ("service", "status"): ("--user",),
+    ("send",): ("somewhere", "hello"),
 }
 
 

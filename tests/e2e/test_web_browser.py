@@ -5,11 +5,15 @@ Opened without a token the page asks for one; pasting what `herald web-url` prin
 markdown arrives as HTML elements below the message that caused it; a command sent during a running turn is
 answered below itself; an approval button updates its prompt; a wrong token stops the stream and asks again.
 The screenshot is kept in the test's tmp dir (web-chat.png) for a person to look at.
+
+The page's Content-Security-Policy (default-src 'self') forbids eval, so waits go through locators (Playwright's
+own isolated world), never page.wait_for_function: the test runs under the real policy.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -22,6 +26,7 @@ from tests.e2e.conftest import HERALD_BIN, Herald
 from tests.fakes.llm import FakeLLMThread, Reply
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
+expect = pytest.importorskip("playwright.sync_api").expect
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -81,6 +86,11 @@ def index_of(msgs: list[tuple[str, str]], role: str, pred: Any) -> int:
     return next(i for i, (r, t) in enumerate(msgs) if r == role and pred(t))
 
 
+def assistant(page: Any, text: str | re.Pattern[str]) -> Any:
+    """The first reply whose text contains ``text`` (or matches the pattern)."""
+    return page.locator("#log .msg.assistant", has_text=text).first
+
+
 def send(page: Any, text: str) -> None:
     page.fill("#text", text)
     page.press("#text", "Enter")
@@ -90,7 +100,7 @@ def test_the_web_chat_in_a_browser(herald: Herald, fake_llm: FakeLLMThread, brow
                                    tmp_path: Path) -> None:
     page = browser_page
     requests_to_events: list[int] = []
-    page.on("response", lambda r: requests_to_events.append(r.status) if r.url.endswith("/events") else None)
+    page.on("response", lambda r: requests_to_events.append(r.status) if "/events" in r.url else None)
 
     # No token: the form, saying where to get one.
     page.goto(herald.base + "/")
@@ -104,7 +114,7 @@ def test_the_web_chat_in_a_browser(herald: Herald, fake_llm: FakeLLMThread, brow
     assert url.startswith(f"http://127.0.0.1:{herald.port}/#token=")
     page.fill("#tokeninput", url)
     page.click("#tokenform button[type=submit]")
-    page.wait_for_function("document.getElementById('status').textContent === 'connected'")
+    expect(page.locator("#status")).to_have_text("connected")
     assert form.is_hidden()
 
     # hello -> the reply below it, rendered: heading, list, code block, table; the raw <script> only as text.
@@ -124,15 +134,13 @@ def test_the_web_chat_in_a_browser(herald: Herald, fake_llm: FakeLLMThread, brow
 
     # /status while a turn runs: its answer appears below /status.
     send(page, "[sleep=2.5] a slow one")
-    page.wait_for_function("document.getElementById('typing').textContent !== ''")
+    expect(page.locator("#typing")).not_to_have_text("")
     send(page, "/status")
-    page.wait_for_function("[...document.querySelectorAll('#log .msg.assistant')].some(e => "
-                           "e.innerText.startsWith('Busy'))")
+    expect(assistant(page, re.compile(r"^Busy"))).to_be_visible()
     msgs = messages(page)
     busy = index_of(msgs, "assistant", lambda t: t.startswith("Busy"))
     assert index_of(msgs, "user", lambda t: t == "/status") < busy
-    page.wait_for_function("[...document.querySelectorAll('#log .msg.assistant')].some(e => "
-                           "e.innerText.includes('echo: [sleep=2.5] a slow one'))", timeout=20_000)
+    expect(assistant(page, "echo: [sleep=2.5] a slow one")).to_be_visible(timeout=20_000)
 
     # An approval button in the page: pressed, the prompt updates and the notice is shown as information.
     target = herald.home / "workspace" / "victim"
@@ -144,12 +152,11 @@ def test_the_web_chat_in_a_browser(herald: Herald, fake_llm: FakeLLMThread, brow
     prompt = page.locator("#log .msg.assistant", has=button)
     prompt_id = prompt.get_attribute("data-id")
     button.click()
-    page.wait_for_function(f"document.querySelector('[data-id=\"{prompt_id}\"]').innerText.includes('Approved once')")
-    assert page.locator(f'[data-id="{prompt_id}"] button').count() == 0
-    page.wait_for_function("document.getElementById('notice').textContent === 'Approved once.'")
+    expect(page.locator(f'[data-id="{prompt_id}"]')).to_contain_text("Approved once")
+    assert page.locator(f'[data-id="{prompt_id}"] .buttons button').count() == 0  # only its code's Copy is left
+    expect(page.locator("#notice")).to_have_text("Approved once.")
     assert page.locator("#error").inner_text() == ""
-    page.wait_for_function("[...document.querySelectorAll('#log .msg.assistant')].some(e => "
-                           "e.innerText.startsWith('tool said:'))", timeout=20_000)
+    expect(assistant(page, re.compile(r"^tool said:"))).to_be_visible(timeout=20_000)
     assert not target.exists()
 
     shot = tmp_path / "web-chat.png"

@@ -289,6 +289,17 @@ class FakeDiscord(DiscordFiles, PlatformFake[Sent], FakeGateway):
         self._dispatch_message(msg)
         return msg
 
+    def user_edit(self, msg: dict[str, Any], content: str) -> dict[str, Any]:
+        """The author edits ``msg`` (as ``user_message`` returned it; a mention is kept) to ``content``; dispatched
+        as MESSAGE_UPDATE, as Discord sends it (the whole message, with its ``edited_timestamp``)."""
+        mention = f"<@{BOT_ID}> " if msg["content"].startswith(f"<@{BOT_ID}>") else ""
+        msg.update(content=mention + content, edited_timestamp=iso(time.time()))
+        event = dict(msg)
+        if "guild_id" in msg:
+            event["member"] = {k: v for k, v in self.member(int(msg["author"]["id"])).items() if k != "user"}
+        self.dispatch("MESSAGE_UPDATE", event)
+        return event
+
     def _dispatch_message(self, msg: dict[str, Any]) -> None:
         event = dict(msg)
         if "guild_id" in msg:

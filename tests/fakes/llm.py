@@ -50,6 +50,9 @@ class Reply:
     # With cut_after: end the body cleanly there (no finish_reason, no [DONE]), as a proxy closing between two
     # events would, instead of dropping the connection.
     cut_clean: bool = False
+    # An asyncio.Event the stream waits for after its first piece: a test holds the rest back until it has seen
+    # that piece arrive on its own (streaming shown without a guess at how fast anything is).
+    gate: Any = None
 
     @classmethod
     def streamed(cls, chunks: list[str], chunk_delay: float, **kw: Any) -> Reply:
@@ -117,10 +120,12 @@ class Error:
 
 @dataclass
 class Hang:
-    """Sleep ``seconds`` before answering (a client with a shorter timeout sees a timeout)."""
+    """Sleep ``seconds`` before answering (a client with a shorter timeout sees a timeout); with ``until`` (an
+    asyncio.Event of the server's loop), wait for it instead, so a test decides when the model answers."""
 
     seconds: float
     then: Any = None
+    until: Any = None
 
 
 @dataclass
@@ -319,7 +324,10 @@ class FakeLLM(AudioEndpoints, HttpFake):
         else:
             step = self._next_step(body)
         while isinstance(step, Hang):
-            await asyncio.sleep(step.seconds)
+            if step.until is not None:
+                await step.until.wait()
+            else:
+                await asyncio.sleep(step.seconds)
             step = step.then if step.then is not None else self.responder(body)
         if isinstance(step, Drop):
             # Abort the transport so the client sees a disconnect, not an HTTP response.
@@ -417,6 +425,8 @@ class FakeLLM(AudioEndpoints, HttpFake):
                     request.transport.abort()
                     return resp
                 await asyncio.sleep(chunk_delay)
+                if n == 1 and getattr(step, "gate", None) is not None:
+                    await step.gate.wait()  # type: ignore[union-attr]
                 await resp.write(chunk({"content": piece}))
             head, pieces = [], []
         parts = head + [chunk({"content": piece}) for piece in pieces]

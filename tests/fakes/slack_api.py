@@ -16,7 +16,9 @@ each envelope's ack (``{"envelope_id": ...}``) is recorded in ``acked_at`` again
 ``disconnect`` message (the client must reconnect), ``drop()`` closes the sockets without a word.
 
 Faults on demand: ``fail(method, kind, channel=..., times=...)`` with kind "429" (HTTP 429 + Retry-After),
-"500", "drop" (connection closed) or any Slack error code ("channel_not_found", "invalid_blocks" ...);
+"500", "drop" (connection closed before anything was done), "reset" (the call is carried out — a message
+posted — and then the connection is reset instead of answered) or any Slack error code ("channel_not_found",
+"invalid_blocks" ...);
 ``flood(channel, seconds)`` makes every post to that channel answer 429 until the window ends;
 ``delays[method] = seconds`` makes a method slow, ``file_delay`` every file download.
 """
@@ -29,6 +31,8 @@ import hmac
 import itertools
 import json
 import secrets
+import socket
+import struct
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -47,6 +51,16 @@ BOT_ID = "B0HERALD"
 APP_ID = "A0HERALD"
 SECTION_MAX = 3000  # a section block's text
 TEXT_MAX = 40_000  # chat.postMessage's text
+
+
+def reset(request: web.Request) -> None:
+    """Abort the request's connection with a TCP reset (no answer, no orderly close)."""
+    transport = request.transport
+    assert transport is not None
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
 
 
 def utf16_len(text: str) -> int:
@@ -189,6 +203,20 @@ class FakeSlack(SlackFiles, PlatformFake[SlackMessage]):
             event["thread_ts"] = thread_ts
         if files:
             event["files"], event["subtype"] = files, "file_share"
+        return self._envelope_body(event)
+
+    def edit(self, body: dict[str, Any], text: str) -> dict[str, Any]:
+        """The author edits the message of ``body`` (as ``message`` returned it) to ``text``: a ``message_changed``
+        event, as Slack sends it (hidden, the message as it reads now with its ``edited`` ts)."""
+        old = body["event"]
+        ts = self.next_ts()
+        now = {k: v for k, v in old.items() if k not in ("channel", "channel_type", "event_ts", "subtype", "files")}
+        now.update(text=text, edited={"user": old["user"], "ts": ts})
+        event: dict[str, Any] = {"type": "message", "subtype": "message_changed", "hidden": True,
+                                 "channel": old["channel"], "channel_type": self.channel_type(old["channel"]),
+                                 "message": now, "previous_message": {k: v for k, v in old.items()
+                                                                      if k not in ("channel", "channel_type")},
+                                 "ts": ts, "event_ts": ts}
         return self._envelope_body(event)
 
     def block_actions(self, user: str, message: SlackMessage, value: str) -> dict[str, Any]:
@@ -362,6 +390,12 @@ class FakeSlack(SlackFiles, PlatformFake[SlackMessage]):
             else:
                 del self.floods[channel]
         if fault is not None:
+            if fault.kind == "reset":
+                handler = getattr(self, "_m_" + method.replace(".", "_"), None)
+                if handler is not None:
+                    await handler(p)
+                reset(request)
+                return web.Response()
             if fault.kind == "drop":
                 assert request.transport is not None
                 request.transport.close()

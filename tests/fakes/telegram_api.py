@@ -11,8 +11,9 @@ the way PTB appends it). Tests inject what users do and read what the bot did:
 
 Faults on demand: ``fake.fail(method, kind, chat_id=..., times=...)`` with kind "429" (parameters.
 retry_after), "parse" (400 can't parse entities), "403" (blocked), "400-chat" (chat not found), "409"
-(another poller), "502" (bad gateway), "500", "drop" (the connection is closed without an answer) or
-"reset" (aborted); ``fake.outage(method, kind, seconds)`` serves a kind for a stretch instead of a count;
+(another poller), "502" (bad gateway), "500", "drop" (the connection is closed without an answer),
+"reset" (aborted) or "taken-reset" (the call is carried out — a message sent — and then the connection aborted
+instead of answered); ``fake.outage(method, kind, seconds)`` serves a kind for a stretch instead of a count;
 ``fake.flood(chat_id, seconds)`` makes every send to that chat answer 429 until the window ends.
 
 Updates stay queued until a later getUpdates confirms them
@@ -231,6 +232,15 @@ class FakeTelegram(TelegramMedia, PlatformFake[SentMessage]):
         """A user sends a message; returns the update (``update["message"]["message_id"]``)."""
         return self._push({"message": self.message(chat_id, user_id if user_id is not None else chat_id, text, **kw)})
 
+    def user_edit(self, update: dict[str, Any], text: str) -> dict[str, Any]:
+        """The user edits the message of ``update`` to ``text``; returns the ``edited_message`` update."""
+        old = update.get("message") or update["edited_message"]
+        chat = old["chat"]
+        new = self.message(chat["id"], old["from"]["id"], text, chat_type=chat["type"],
+                           thread_id=old.get("message_thread_id"))
+        new.update(message_id=old["message_id"], date=old["date"], edit_date=int(time.time()))
+        return self._push({"edited_message": new})
+
     def bot_message_dict(self, sent: SentMessage) -> dict[str, Any]:
         msg: dict[str, Any] = {
             "message_id": sent.message_id, "date": int(sent.at), "chat": self.chat(sent.chat_id),
@@ -359,8 +369,10 @@ class FakeTelegram(TelegramMedia, PlatformFake[SentMessage]):
                 assert request.transport is not None
                 request.transport.close()
                 return web.Response()
-            if fault.kind == "reset":
+            if fault.kind in ("reset", "taken-reset"):
                 assert request.transport is not None
+                if fault.kind == "taken-reset" and (taken := getattr(self, f"_m_{method}", None)) is not None:
+                    await taken(params)
                 request.transport.abort()
                 return web.Response()
             if fault.kind == "409":

@@ -178,8 +178,10 @@ class Rig:
             "approvals": {"mode": "off"},
             "tools": {"terminal": {"enabled": True, "sandbox": "none"}},
             # The queue bound refuses new messages plainly when a chat is swamped; this load swamps chats on purpose
-            # (a restart every second or two), and what is under test is that nothing accepted is lost.
-            "gateway": {"max_concurrent_turns": 16, "max_queue": 1000},
+            # (a restart every second or two), and what is under test is that nothing accepted is lost. The kills
+            # come from outside and may land in the same message's turn again and again: no message here is poison
+            # (gateway.max_attempts would set one aside after its third).
+            "gateway": {"max_concurrent_turns": 16, "max_queue": 1000, "max_attempts": 1000},
             "cron": {"min_interval_seconds": 1, "poll_seconds": 1},
             "platforms": {"telegram": {"enabled": True, "base_url": self.tg.base_url,
                                        "allowed_users": self.tg_chats}},

@@ -1,5 +1,6 @@
 """Shared pieces of the model- and platform-fault tests: reading what the daemon counted and said about the
-faults it met (``herald_faults_total``, ``/readyz``), what a chat shows and what a session stored."""
+faults it met (``herald_faults_total``, ``/readyz``), what a chat shows and what a session stored; and a store
+whose database is out of reach (``database_down``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import asyncio
 import re
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import aiohttp
@@ -115,3 +117,19 @@ def quantile(values: list[float], q: float) -> float:
 
 def median(values: list[float]) -> float:
     return statistics.median(values)
+
+
+@contextmanager
+def database_down(store: Any) -> Iterator[None]:
+    """``store``'s database out of reach for the block, as when PostgreSQL stops: every operation meets a refused
+    connection, which the store takes for the database being down (``unavailable_kind``). What may wait (work
+    taken already) waits and finishes afterwards; what may not (a new message) is refused with ``Unavailable``."""
+
+    async def refused(_op: Any) -> Any:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    store._write_once = store._read_once = refused
+    try:
+        yield
+    finally:
+        del store._write_once, store._read_once  # the class's own again

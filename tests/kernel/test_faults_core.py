@@ -131,3 +131,18 @@ async def test_reads_over_http_answer_503_at_once_while_taken_work_waits_for_the
                 pass
         stream.close()
     assert await asyncio.wait_for(waiting, 10) is None  # no such session: the read came back with its answer
+
+
+def test_faults_per_class_over_the_last_hour_and_day_are_counted_whole() -> None:
+    clock = Clock()
+    faults = Faults(clock=clock)
+    for _ in range(5000):  # more than the recent events kept: the per-minute counts miss none
+        faults.record("bad_request")
+    clock.now += 2 * 3600
+    faults.record("model_timeout")
+    clock.now += 59
+    faults.record("model_timeout")
+    assert faults.per_class(3600) == {"model_timeout": 2}
+    assert faults.per_class(86_400) == {"bad_request": 5000, "model_timeout": 2}
+    clock.now += 86_400
+    assert faults.per_class(86_400) == {}

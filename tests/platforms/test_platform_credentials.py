@@ -74,3 +74,34 @@ def test_the_web_chat_has_nothing_to_check() -> None:
     import asyncio
 
     assert asyncio.run(adapter_class("web").check_credentials(config_class("web")(), 1.0)) is None
+
+
+async def test_matrix(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.fakes.matrix_api import BOT, FakeMatrix
+
+    fake = FakeMatrix()
+    await fake.start()
+    try:
+        cls, section = adapter_class("matrix"), config_class("matrix")
+
+        async def check(**config: Any) -> str | None:
+            return await cls.check_credentials(section(enabled=True, homeserver=fake.url, user_id=BOT, **config), 5.0)
+
+        monkeypatch.setenv("MX_TOKEN_FOR_TEST", fake.bot_token)
+        assert await check(access_token_env="MX_TOKEN_FOR_TEST") == f"{BOT}, device HERALDDEV"
+        monkeypatch.setenv("MX_TOKEN_FOR_TEST", "syt_d3Jvbmc_wrongwrongwrongwrong_0000")
+        with pytest.raises(CredentialRejected, match="M_UNKNOWN_TOKEN") as caught:
+            await check(access_token_env="MX_TOKEN_FOR_TEST")
+        assert "wrongwrong" not in str(caught.value)
+        # A password alone: a real login, whose device is logged out again at once.
+        monkeypatch.setenv("MX_PASSWORD_FOR_TEST", fake.users[BOT]["password"])
+        tokens = set(fake.tokens)
+        assert await check(access_token_env=None, password_env="MX_PASSWORD_FOR_TEST") == f"{BOT} (password accepted)"
+        assert set(fake.tokens) == tokens
+        monkeypatch.setenv("MX_PASSWORD_FOR_TEST", "not the password")
+        with pytest.raises(CredentialRejected, match="refused the password in MX_PASSWORD_FOR_TEST"):
+            await check(access_token_env=None, password_env="MX_PASSWORD_FOR_TEST")
+        # The lock is on the account, whatever token or device connects to it.
+        assert cls.credentials_of(section(homeserver=fake.url, user_id=BOT)) == [("matrix", f"{fake.url} {BOT}")]
+    finally:
+        await fake.stop()

@@ -108,3 +108,39 @@ async def test_retention_removes_idle_chats_log_and_old_usage_but_keeps_memories
         assert await store.run_read(left) == ({"busy": 6}, 1, 1)
     finally:
         await store.close()
+
+
+async def test_retention_removes_the_old_audit_trail_questions_and_sent_messages(db_url: str) -> None:
+    from sqlalchemy import insert
+
+    from gateway.storage.tables import audit_events, clarifications, outgoing
+
+    store = Store(db_url)
+    await store.init()
+    old, new = time.time() - 40 * DAY, time.time()
+    try:
+        def rows(conn):  # type: ignore[no-untyped-def]
+            for n, (at, status) in enumerate([(old, "sent"), (old, "queued"), (new, "sent")], 1):
+                conn.execute(insert(outgoing).values(id=n, via="cli", target="qa", platform="qa", chat_id="c",
+                                                     text="t", status=status, created_at=at))
+                conn.execute(insert(outbox).values(platform="qa", chat_id="c", chunk_index=0, status="sent",
+                                                   created_at=at, ref=f"send:{n}"))
+            for n, (at, status) in enumerate([(old, "answered"), (old, "pending"), (new, "answered")]):
+                conn.execute(insert(clarifications).values(id=f"q{n}", session_key="k", platform="qa", chat_id="c",
+                                                           question="?", choices=[], status=status, created_at=at))
+            for at in (old, new):
+                conn.execute(insert(audit_events).values(created_at=at, kind="web_fetch", subject="u", outcome="x"))
+
+        await store.run_write(rows)
+        await Retention(store, 30).prune()
+
+        def left(conn):  # type: ignore[no-untyped-def]
+            return ([r.id for r in conn.execute(select(outgoing.c.id).order_by(outgoing.c.id))],
+                    sorted(r.ref for r in conn.execute(select(outbox.c.ref))),
+                    sorted(r.id for r in conn.execute(select(clarifications.c.id))),
+                    len(conn.execute(select(audit_events.c.id)).all()))
+
+        # What still waits (a queued message, a pending question) stays however old; the rest of the old goes.
+        assert await store.run_read(left) == ([2, 3], ["send:2", "send:3"], ["q1", "q2"], 1)
+    finally:
+        await store.close()

@@ -1,6 +1,9 @@
-"""The operator's dashboard at ``/dashboard``, on the daemon's own http app: adapters, sessions (with reset),
-pending approvals (Approve / Deny), cron jobs with their run history ("ran" apart from "delivered"), recent
-delivery failures.
+"""The operator's dashboard at ``/dashboard``, on the daemon's own http app: charts of the last hour and day
+(messages per minute, turn latency, token cost per day, cron runs, faults per class: panels.py), adapters,
+sessions (with reset), pending approvals (Approve / Deny), cron jobs with their run history ("ran" apart from
+"delivered"), recent delivery failures, messages parked because their turns kept taking the daemon down, and the
+audit view of the agent in the conversation (its questions, messages to other chats, pages read and searches;
+messages steered into turns, edits).
 
 The pages themselves (``/dashboard``, ``/dashboard/cron/{id}``) are one static shell that needs no token; what
 they show comes from ``/api/v1/dashboard/…``, behind the owner's bearer token like all of ``/api/``
@@ -29,14 +32,16 @@ from aiohttp import web
 
 from gateway.kernel.faults import Unavailable
 from gateway.kernel.untrusted import read_object
-from gateway.ops.dashboard import views
+from gateway.ops.dashboard import panels, stats, views
 from gateway.ops.dashboard.data import Overview, SessionRow, is_session_key, job_and_runs, overview_rows, parse_key
 from gateway.platforms import PLATFORMS
 from gateway.platforms.base import PlatformAdapter, Source
+from gateway.storage.audit import recent_events
 
 log = structlog.get_logger("herald.dashboard")
 
 TICK = 1.0  # how often a watched view is rendered again to see whether it changed
+CHARTS_EVERY = 5.0  # the charts' figures are read again at most this often (a day of rows, aggregated)
 KEEPALIVE = 15.0
 
 
@@ -71,8 +76,11 @@ class Notifier(Protocol):
 class Dashboard:
     def __init__(self, readiness: Callable[..., tuple[bool, dict[str, Any]]], adapters: Mapping[str, PlatformAdapter],
                  lanes: Lanes, sessions: Sessions, approvals: Approvals, read: Callable[[Any], Any],
-                 notifier: Notifier, stopping: Callable[[], bool], peers: Any = None) -> None:
+                 notifier: Notifier, stopping: Callable[[], bool], peers: Any = None, faults: Any = None,
+                 prices: Mapping[str, Any] | None = None) -> None:
         self.readiness = readiness
+        self.faults = faults  # gateway/kernel/faults.py's ledger: the faults per class chart
+        self.prices = dict(prices or {})  # model.prices: the cost chart
         # The other instances of the database (gateway/cluster/bus.py): a reset reaches the one running the session.
         self.peers = peers
         self.adapters = adapters
@@ -83,6 +91,9 @@ class Dashboard:
         self.notifier = notifier
         self.stopping = stopping
         self._rendered: dict[str, tuple[float, str]] = {}  # view -> (when, html): shared by every watcher
+        self._charts: tuple[float, str] | None = None  # (when, html)
+        self._figures = stats.FigureCache()
+        self._reading = asyncio.Lock()  # one read of the figures at a time: they share what they keep
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -105,13 +116,25 @@ class Dashboard:
             job, runs = await self.read(job_and_runs(view.removeprefix("cron/")))
             html = views.job_page(job, runs)
         else:
-            html = views.overview(await self.overview())
+            html = views.overview(await self.overview(), await self.charts())
         self._rendered[view] = (time.monotonic(), html)
         return html
 
+    async def charts(self) -> str:
+        async with self._reading:
+            if self._charts is not None and time.monotonic() - self._charts[0] < CHARTS_EVERY:
+                return self._charts[1]
+            now = time.time()
+            traffic, costs, runs = await self.read(self._figures.read(now, self.prices))
+            faults_hour = self.faults.per_class(3600) if self.faults is not None else {}
+            faults_day = self.faults.per_class(86_400) if self.faults is not None else {}
+            html = panels.charts_section(stats.Figures(now, traffic, costs, runs, faults_hour, faults_day))
+            self._charts = (time.monotonic(), html)
+            return html
+
     async def overview(self) -> Overview:
         _, adapters = self.readiness(detail=True)
-        rows, jobs, failures = await self.read(overview_rows)
+        rows, jobs, failures, parked = await self.read(overview_rows)
         now = time.time()
         sessions = []
         for row in rows:
@@ -124,7 +147,9 @@ class Dashboard:
                       "requested_by": r.source.user_name or r.source.user_id, "command": r.display,
                       "reason": r.reason, "created_at": r.created_at, "scheduled": r.scheduled}
                      for r in list(self.approvals.pending.values())]
-        return Overview(adapters, sessions, approvals, jobs, failures, self.lanes.running(), self.lanes.waiting())
+        events = await self.read(recent_events)
+        return Overview(adapters, sessions, approvals, jobs, failures, parked, self.lanes.running(),
+                        self.lanes.waiting(), events)
 
     # ---- handlers -----------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """What the dashboard shows, gathered from the daemon's memory (adapters, lanes, pending approvals) and its
-database (sessions, cron jobs and runs, failed deliveries). Read-only; each view costs a handful of indexed
-queries, run off the loop by the store."""
+database (sessions, cron jobs and runs, failed deliveries, parked messages). Read-only; each view costs a handful
+of indexed queries, run off the loop by the store."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ from urllib.parse import unquote
 
 from sqlalchemy import desc, select
 
-from gateway.storage.tables import cron_jobs, cron_runs, outbox, sessions
+from gateway.storage.tables import cron_jobs, cron_runs, inbox, outbox, sessions
 
 SESSIONS_SHOWN = 100
 RUNS_SHOWN = 50
 FAILURES_SHOWN = 15
+PARKED_SHOWN = 20
+TEXT_SHOWN = 200
 
 
 @dataclass
@@ -37,8 +39,11 @@ class Overview:
     approvals: list[dict[str, Any]]
     jobs: list[dict[str, Any]]
     failures: list[dict[str, Any]] = field(default_factory=list)
+    parked: list[dict[str, Any]] = field(default_factory=list)
     turns_running: int = 0
     turns_waiting: int = 0
+    # The audit trail of the agent in the conversation (gateway/storage/audit.py), newest first.
+    events: list[dict[str, Any]] = field(default_factory=list)
 
 
 def is_session_key(key: str) -> bool:
@@ -106,6 +111,23 @@ def delivery_failures(conn: Any) -> list[dict[str, Any]]:
     return sorted(out, key=lambda f: f["at"] or 0, reverse=True)[:FAILURES_SHOWN]
 
 
-def overview_rows(conn: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """One read: sessions, jobs, failures."""
-    return active_sessions(conn), jobs_with_last_run(conn), delivery_failures(conn)
+def parked_messages(conn: Any) -> list[dict[str, Any]]:
+    """The latest messages set aside because their turns kept taking the daemon down (gateway/turns/attempts.py)."""
+    rows = conn.execute(select(inbox.c.id, inbox.c.platform, inbox.c.payload, inbox.c.attempts, inbox.c.error,
+                               inbox.c.updated_at).where(inbox.c.status == "parked")
+                        .order_by(desc(inbox.c.updated_at)).limit(PARKED_SHOWN))
+    out = []
+    for r in rows:
+        payload = r.payload if isinstance(r.payload, dict) else {}
+        source = payload.get("source") if isinstance(payload.get("source"), dict) else {}
+        text = str(payload.get("text") or "")
+        out.append({"id": r.id, "where": f"{r.platform}:{source.get('chat_id', '')}",
+                    "who": source.get("user_name") or source.get("user_id"),
+                    "text": text if len(text) <= TEXT_SHOWN else text[:TEXT_SHOWN - 1] + "…",
+                    "attempts": r.attempts, "error": r.error, "at": r.updated_at})
+    return out
+
+
+def overview_rows(conn: Any) -> tuple[list[dict[str, Any]], ...]:
+    """One read: sessions, jobs, failures, parked messages."""
+    return active_sessions(conn), jobs_with_last_run(conn), delivery_failures(conn), parked_messages(conn)

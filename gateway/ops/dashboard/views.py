@@ -15,6 +15,10 @@ STATE_CLASS = {"connected": "good", "starting": "warn", "retrying": "bad", "fail
                "disabled": "muted"}
 RUN_CLASS = {"ok": "good", "running": "warn", "failed": "bad", "timed_out": "bad", "missed": "warn",
              "skipped": "muted"}
+AUDIT_CLASS = {"answered": "good", "sent": "good", "fetched": "good", "searched": "good", "steered": "muted",
+               "replaced": "muted", "new_turn": "muted", "ignored": "muted", "no_answer": "warn", "stopped": "warn",
+               "withdrawn": "warn", "denied": "warn", "refused": "bad", "failed": "bad"}
+AUDIT_SHOWN = 300  # characters of a subject or detail in the view (the row keeps more)
 DELIVERY_CLASS = {"delivered": "good", "pending": "warn", "failed": "bad", "local": "muted", "silent": "muted",
                   "none": "muted"}
 
@@ -46,9 +50,12 @@ def _table(head: list[str], rows: list[str], empty: str) -> str:
     return f'<table><thead><tr>{th}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
-def overview(data: Overview) -> str:
-    return "".join([_summary(data), _adapters(data.adapters), _approvals(data.approvals),
-                    _sessions(data.sessions), _jobs(data.jobs), _failures(data.failures)])
+def overview(data: Overview, charts: str = "") -> str:
+    """``charts``: the charts panel (gateway/ops/dashboard/panels.py), rendered apart since its figures are read
+    less often."""
+    return "".join([_summary(data), charts, _adapters(data.adapters), _approvals(data.approvals),
+                    _sessions(data.sessions), _jobs(data.jobs), _failures(data.failures), _parked(data.parked),
+                    _audit(data.events)])
 
 
 def _summary(data: Overview) -> str:
@@ -137,6 +144,38 @@ def _failures(items: list[dict[str, Any]]) -> str:
                     f'<td class="error">{e(f.get("error") or "")}</td></tr>')
     return _section("Recent delivery failures", "failures", _table(["when", "what", "to", "error"], rows,
                                                                    "No failed deliveries."), len(items))
+
+
+def _parked(items: list[dict[str, Any]]) -> str:
+    rows = []
+    for p in items:
+        rows.append(f'<tr data-parked="{e(p["id"])}"><td>{ts(p["at"])}</td><td>{e(p["where"])}</td>'
+                    f'<td>{e(p.get("who") or "")}</td><td><pre>{e(p["text"])}</pre></td>'
+                    f'<td class="num">{e(p["attempts"])}</td><td class="error">{e(p.get("error") or "")}</td></tr>')
+    return _section("Parked messages", "parked",
+                    _table(["when", "chat", "from", "message", "turns begun", "why"], rows,
+                           "No message was set aside."), len(items))
+
+
+def _clip(text: Any) -> str:
+    value = "" if text is None else str(text)
+    return value if len(value) <= AUDIT_SHOWN else value[: AUDIT_SHOWN - 1] + "…"
+
+
+def _audit(items: list[dict[str, Any]]) -> str:
+    """The agent's questions, messages to other chats, pages and searches; what people steered in or edited."""
+    rows = []
+    for ev in items:
+        where = f'{ev["platform"]}:{ev["chat_id"]}' if ev.get("platform") and ev.get("chat_id") else ""
+        outcome = badge(ev["outcome"], AUDIT_CLASS.get(ev["outcome"], "muted"))
+        rows.append(f'<tr data-audit="{ev["id"]}"><td>{ts(ev["created_at"])}</td><td>{e(ev["kind"])}</td>'
+                    f'<td>{e(where)}<br><code>{e(ev.get("session_key") or "")}</code></td>'
+                    f'<td>{e(ev.get("user_id") or "")}</td><td><pre>{e(_clip(ev["subject"]))}</pre></td>'
+                    f'<td>{outcome}</td><td>{e(_clip(ev.get("detail")))}</td></tr>')
+    return _section("Audit: the agent in the conversation", "audit",
+                    _table(["when", "what", "chat / session", "user", "subject", "outcome", "detail"], rows,
+                           "Nothing yet: no questions, messages to other chats, pages read, steers or edits."),
+                    len(items))
 
 
 def job_page(job: dict[str, Any] | None, runs: list[dict[str, Any]]) -> str:

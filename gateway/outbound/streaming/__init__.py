@@ -1,7 +1,8 @@
 """Replies shown as they are written, and progress lines while tools run.
 
 ``Streams.start`` gives each chat turn a ``LiveReply`` (live.py) on platforms that can edit messages, or
-``NO_LIVE`` (the final reply only). The turn executor hands the agent ``live.callbacks(...)``, awaits
+``NO_LIVE`` (the final reply only); an adapter that streams to its client itself gets a ``DirectReply``
+(direct.py). The turn executor hands the agent ``live.callbacks(...)``, awaits
 ``live.close()`` before the final delivery (which edits the streamed messages into the reply's chunks) and
 ``live.abandon(reason)`` when the turn ends without an answer.
 """
@@ -14,6 +15,7 @@ from typing import Any
 
 from gateway.config import DisplayConfig
 from gateway.outbound.delivery import Delivery
+from gateway.outbound.streaming.direct import DirectReply
 from gateway.outbound.streaming.live import LiveReply
 from gateway.platforms.base import Accepted, PlatformAdapter
 
@@ -56,8 +58,13 @@ class Streams:
         row = self._session_row(key) or {}
         return row.get("verbose") or self.cfg.verbose
 
-    def start(self, adapter: PlatformAdapter, item: Accepted, key: str) -> LiveReply | NoLive:
+    def start(self, adapter: PlatformAdapter, item: Accepted, key: str) -> LiveReply | DirectReply | NoLive:
         """The turn's live reply (no await: the turn must exist for /stop before anything yields)."""
+        # An adapter that streams to its client itself (an HTTP response) gets the pieces as they come.
+        sink = adapter.live_text(item.msg) if self.cfg.streaming else None
+        if sink is not None:
+            return DirectReply(sink, asyncio.get_running_loop(), lambda: self.verbose(key), self._describe,
+                               self._secret_values)
         # A message answered through the platform's own mechanism (an interaction) is not followed by edits.
         if not (self.cfg.streaming and adapter.capabilities.edits) or item.msg.reply_handle:
             return NO_LIVE

@@ -6,6 +6,8 @@ reconnecting with backoff) and the REST client with its rate limits; the adapter
 - ``MESSAGE_CREATE``: taken in order per channel through ``ChannelLog`` (backfill.py), which also reads back
   what was posted while the bot was away, on every new gateway session. Discord does not redeliver, so there is
   no acknowledgement to send; the cursor of a channel moves only past messages the inbox holds.
+- ``MESSAGE_UPDATE`` (``on_raw_message_edit``: cached or not): a person's edit, taken after what came before it
+  in its channel; Discord does not send it again either.
 - ``INTERACTION_CREATE``: a slash command or a button press. Discord wants an answer within 3 seconds and never
   sends an interaction twice, so it is acknowledged (deferred) at once, before anything else (building the
   message may ask Discord about a channel it did not tell us of) and before the inbox write: persisting first
@@ -58,6 +60,14 @@ DOWNLOAD_TIMEOUT = 120.0
 RESTARTING = "Herald is restarting; please try again in a moment."
 
 
+def _duration(seconds: float) -> str:
+    if seconds >= 86400 and seconds % 86400 == 0:
+        return f"{seconds / 86400:g} day" + ("s" if seconds != 86400 else "")
+    if seconds >= 3600:
+        return f"{seconds / 3600:g} hour" + ("s" if seconds != 3600 else "")
+    return f"{max(round(seconds / 60), 1)} minute" + ("s" if seconds >= 90 else "")
+
+
 class InvalidToken(Exception):
     """The token was refused (named so that /readyz gives the operator its hint: check the token)."""
 
@@ -87,6 +97,11 @@ class _Client(discord.Client):
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         await self.herald.interaction(interaction)
+
+    async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
+        edited_at = payload.data.get("edited_timestamp")
+        if edited_at:  # without it Discord only resolved an embed: nobody edited anything
+            self.herald.channels.after(payload.channel_id, self.herald.edited(payload.message, str(edited_at)))
 
 
 class DiscordAdapter(PlatformAdapter):
@@ -237,11 +252,22 @@ class DiscordAdapter(PlatformAdapter):
             return "left"
         try:
             return "taken" if await self.accept(msg) else "left"
-        except ShuttingDown:
-            return "failed"
+        except (ShuttingDown, Unavailable):
+            return "failed"  # read back from the channel's history shortly (its sender told by accept)
         except Exception as exc:
             log.error("discord_accept_failed", message_id=message.id, error=f"{type(exc).__name__}: {exc}")
             return "failed"
+
+    async def edited(self, message: discord.Message, edited_at: str) -> None:
+        """An edit, after what came before it in its channel (its message's MESSAGE_CREATE first)."""
+        if message.author.id == self.inbound.bot_id:
+            return
+        try:
+            msg = await self.inbound.edit(message, edited_at)
+            if msg is not None:
+                await self.accept(msg)
+        except Exception as exc:  # Discord never sends it again: logged, the channel goes on
+            log.warning("discord_edit_failed", message_id=message.id, error=f"{type(exc).__name__}: {exc}")
 
     async def interaction(self, interaction: discord.Interaction) -> None:
         try:
@@ -277,12 +303,20 @@ class DiscordAdapter(PlatformAdapter):
             await self.accept(msg)
         except ShuttingDown:
             await self._say(msg, RESTARTING)
-        except Unavailable as exc:
-            await self._say(msg, f"Herald cannot take this right now ({exc.reason}); please send it again in a "
-                                 "moment.")
+        except Unavailable:
+            pass  # told by accept, in place of "thinking…" (unavailable_notice)
         except Exception as exc:
             log.error("discord_accept_failed", interaction_id=interaction.id, error=f"{type(exc).__name__}: {exc}")
             await self._say(msg, f"That did not work ({type(exc).__name__}); please try again.")
+
+    def unavailable_notice(self, msg: InboundMessage, reason: str) -> str | None:
+        if msg.reply_handle is not None or self.cfg.backfill_max_age <= 0:  # nothing brings it back
+            return f"Herald cannot take this right now ({reason}); please send it again in a moment."
+        # A message is read back from its channel's history once the store takes it (backfill.py), as far back
+        # as backfill_max_age.
+        return (f"⚠️ Herald cannot take messages right now ({reason}). I'll read your message back and answer it "
+                f"once this is fixed, if that is within {_duration(self.cfg.backfill_max_age)}; after that, please "
+                "send it again.")
 
     async def _accept_refused(self, msg: InboundMessage) -> None:
         """Recorded as denied like any stranger's message (and a DM gets its pairing code)."""

@@ -103,6 +103,10 @@ class ChannelLog:
         """A message from the gateway: taken after everything before it in its channel (call synchronously)."""
         self._link(message.channel.id, self._take(message.channel.id, message))
 
+    def after(self, channel: int, work: Coroutine[Any, Any, None]) -> None:
+        """Other work of a channel (an edit) in its order: after what came before it there (synchronously)."""
+        self._link(channel, work)
+
     def read_back_all(self) -> None:
         """A new gateway session: read every tracked channel back from its cursor (call synchronously, before the
         session's first messages are linked, so those come after what is read back)."""
@@ -115,6 +119,11 @@ class ChannelLog:
             return True  # read back from history already
         outcome = await self.process(message)
         if outcome == "failed":
+            if cursor is None:
+                # A channel not tracked yet is read back from a cursor too: without one, a first message the
+                # inbox could not take there (the store down) would never be read again.
+                self.cursors[channel] = message.id - 1
+                self._dirty.add(channel)
             self._stuck.add(channel)
             self._retry(channel)
             return False

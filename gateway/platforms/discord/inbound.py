@@ -6,7 +6,8 @@ the thread of its parent channel, so it is a session of its own and answers go i
 ``scope``. Server channels and threads are heard when the bot is mentioned (its user or its own role), replied
 to, or addressed with a known ``/command`` typed as text; everything with ``require_mention: false``. The bot
 ignores itself, other bots, webhooks and system messages. Application commands are native commands; the
-member's roles travel in ``Source.roles`` for ``allowed_roles``. A message's files are listed in ``pending``
+member's roles travel in ``Source.roles`` for ``allowed_roles``. A MESSAGE_UPDATE with an ``edited_timestamp`` (a
+person's edit, not an embed resolving) is an edit (``edit_of``). A message's files are listed in ``pending``
 and downloaded into the media folder (the agent's workspace) up to ``max_media_mb`` once the inbox has the
 message, before its turn (the adapter's ``download``), so only for people the gateway accepted; a stranger's
 never are.
@@ -179,6 +180,16 @@ class DiscordInbound:
         return InboundMessage(source=source, text=text, platform_message_id=str(message.id), reply_to=reply_to,
                               received_at=time.time(), command=command,
                               pending={"files": files} if files else None)
+
+    async def edit(self, message: discord.Message, edited_at: str) -> InboundMessage | None:
+        """A person edited ``message``: taken like a message (the same rules on who and where), as an edit of it
+        named by the edit's time. Its files were fetched already; an edited command is not run again."""
+        msg = await self.normalise(message)
+        if msg is None:
+            return None
+        msg.edit_of, msg.platform_message_id = msg.platform_message_id, f"{msg.platform_message_id}@{edited_at}"
+        msg.command, msg.pending = None, None
+        return msg
 
     # ---- interactions --------------------------------------------------------------------------------
 

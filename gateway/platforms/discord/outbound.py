@@ -15,6 +15,7 @@ deferred "thinking…" response, then follow-ups), ephemeral as the gateway asks
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -27,7 +28,7 @@ from discord.utils import MISSING
 from gateway.kernel.chunking import MARKDOWN, Dialect
 from gateway.platforms.base import Button, Outbound, OutboundMessage, TransientError
 from gateway.platforms.buttons import ButtonIds
-from gateway.platforms.discord.transport import GONE_INTERACTION, error_code, map_error, nonce
+from gateway.platforms.discord.transport import GONE_INTERACTION, NONCE_WINDOW, error_code, map_error, nonce
 
 if TYPE_CHECKING:
     from gateway.platforms.discord.interactions import Interactions
@@ -178,7 +179,7 @@ class DiscordOutbound(Outbound):
                                            message_reference=reference or MISSING) as params:
                 data = await client.http.send_message(int(target), params=params)
         except Exception as exc:
-            raise map_error(exc) from exc
+            raise map_error(exc, NONCE_WINDOW) from exc
         return [str(data["id"])]
 
     async def _answer_interaction(self, text: str, message: OutboundMessage) -> str | None:
@@ -186,9 +187,11 @@ class DiscordOutbound(Outbound):
         live = self.interactions.get(message.reply_handle)
         if live is None or not await live.wait_acknowledged():
             return None
+        # The first answer replaces "Herald is thinking…": an edit, which lands once however often it is repeated.
+        # A follow-up has no nonce: repeated, it shows twice.
+        replaces = live.thinking and not live.original_used
         try:
-            if live.thinking and not live.original_used:
-                # The first answer replaces "Herald is thinking…" (an edit: retried, it lands once).
+            if replaces:
                 sent = await live.interaction.edit_original_response(content=text)
                 live.original_used = True
             else:
@@ -199,7 +202,7 @@ class DiscordOutbound(Outbound):
                 return None
             raise map_error(exc) from exc
         except Exception as exc:
-            raise map_error(exc) from exc
+            raise map_error(exc, math.inf if replaces else 0.0) from exc
         return str(sent.id)
 
     async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None = None,

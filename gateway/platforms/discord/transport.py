@@ -6,7 +6,10 @@ slept through inside discord.py (holding only that route's bucket, so other chat
 all, as Discord means it to), a longer one raises and becomes ``RateLimited`` (only that chat's lane waits).
 Nothing of ours queues behind it. Missing permissions, unknown channels and messages are ``PermanentError``
 (recorded by delivery, never retried), 5xx after discord.py's own retries and network trouble
-``TransientError``.
+``TransientError``; a connection that broke after the request may have reached Discord ``MaybeSent``. discord.py
+repeats a request itself only after a 5xx answer or a reset (errno 54/10054: macOS and Windows only), and a
+message carries its nonce (``enforce_nonce``), which Discord recognises for a few minutes: delivery resends within
+``NONCE_WINDOW`` without a word, later ones announced. Interaction follow-ups carry no nonce.
 """
 
 from __future__ import annotations
@@ -20,13 +23,16 @@ import yarl
 from discord.gateway import DiscordWebSocket
 from discord.http import Route
 
-from gateway.platforms.base import PermanentError, RateLimited, TransientError
+from gateway.platforms.base import MaybeSent, PermanentError, RateLimited, TransientError
+from gateway.platforms.errors import may_have_arrived
 
 DISCORD_API = "https://discord.com/api/v10"
 DISCORD_GATEWAY = "wss://gateway.discord.gg/"
 # discord.py sleeps through a 429 up to this long itself (its floor is 30 s); a longer one raises.
 MAX_RATELIMIT_WAIT = 30.0
 NONCE_MAX = 25  # Discord's limit on a message nonce
+# How long Discord recognises a nonce it saw ("the past few minutes", its documentation says): taken short.
+NONCE_WINDOW = 120.0
 # Discord's JSON error codes that mean the interaction's webhook is gone (older than 15 minutes, or unknown):
 # the answer goes into the channel instead.
 GONE_INTERACTION = frozenset({10015, 10062})
@@ -89,8 +95,9 @@ def error_code(exc: BaseException) -> int:
     return int(getattr(exc, "code", 0) or 0)
 
 
-def map_error(exc: BaseException) -> Exception:
-    """A discord.py (or aiohttp) exception -> the delivery layer's class, for ``raise ... from exc``."""
+def map_error(exc: BaseException, recognised_for: float = 0.0) -> Exception:
+    """A discord.py (or aiohttp) exception -> the delivery layer's class, for ``raise ... from exc``;
+    ``recognised_for``: how long Discord knows the request again if it is repeated (``MaybeSent``)."""
     if isinstance(exc, discord.RateLimited):
         return RateLimited(exc.retry_after, str(exc))
     if isinstance(exc, discord.HTTPException):
@@ -102,5 +109,7 @@ def map_error(exc: BaseException) -> Exception:
             return TransientError(text)
         return PermanentError(text)  # 400 invalid form body, 403 missing permissions, 404 unknown channel
     if isinstance(exc, aiohttp.ClientError | OSError | TimeoutError):
+        if may_have_arrived(exc):
+            return MaybeSent(f"{type(exc).__name__}: {exc}", recognised_for)
         return TransientError(f"{type(exc).__name__}: {exc}")
     return PermanentError(f"{type(exc).__name__}: {exc}")

@@ -36,12 +36,13 @@ from gateway.platforms.base import (
     OutboundMessage,
     PlatformAdapter,
     Prepared,
+    Unavailable,
 )
 from gateway.platforms.slack.files import UPLOAD_LIMIT, SlackFiles
 from gateway.platforms.slack.inbound import LOOKUP_BUDGET, Deadline, SlackInbound
 from gateway.platforms.slack.mrkdwn import MRKDWN
 from gateway.platforms.slack.outbound import MAX_TEXT, SlackOutbound
-from gateway.platforms.slack.transport import file_hosts, http_session, web_client
+from gateway.platforms.slack.transport import file_hosts, http_session, web_client, webhook_client
 
 if TYPE_CHECKING:
     from gateway.platforms.slack.config import SlackConfig
@@ -258,7 +259,7 @@ class SlackAdapter(PlatformAdapter):
                 if not waiting:
                     del self._normalising[key[0]]
             self._accepted.set()
-        if accepted:
+        if accepted and msg.edit_of is None:
             source = msg.source
             maybe = bool(msg.pending and msg.pending.get("thread"))  # not known to be the bot's thread yet
             if source.thread_id and source.chat_type != "dm" and not maybe:
@@ -285,11 +286,25 @@ class SlackAdapter(PlatformAdapter):
 
     async def _on_command(self, ack: Any, body: dict[str, Any]) -> None:
         msg = await self.inbound.command(body)
-        accepted = await self.accept(msg)
+        try:
+            accepted = await self.accept(msg)
+        except Unavailable:
+            # Slack never sends a slash command again: acknowledged, refused, and its sender told so (by accept,
+            # through the response_url) instead of Slack's "failed with operation_timeout".
+            await ack()
+            return
         await ack()  # empty: the answer follows through response_url
         if not accepted and not self.gateway.may_talk(msg.source):
             # Someone who may not talk to the bot hears so, privately (as on Discord), rather than nothing.
             self.outbound.spawn(self._tell_privately(msg, NOT_ALLOWED))
+
+    def unavailable_notice(self, msg: InboundMessage, reason: str) -> str | None:
+        if msg.reply_handle is not None:  # a slash command
+            return (f"Herald cannot take this right now ({reason}): it was not run. Please send it again in a "
+                    "moment.")
+        # Unacknowledged, an event is sent again by Slack: at once, after a minute and after five, then never.
+        return (f"⚠️ Herald cannot take messages right now ({reason}). Slack will hand me your message again over "
+                "the next few minutes: if this is fixed by then I'll answer it, otherwise please send it again.")
 
     async def _tell_privately(self, msg: InboundMessage, text: str) -> None:
         out = OutboundMessage(text, reply_handle=msg.reply_handle, ephemeral=True)
@@ -360,9 +375,7 @@ class SlackAdapter(PlatformAdapter):
     # ---- outbound --------------------------------------------------------------------------------
 
     def _webhook(self, url: str) -> Any:
-        from slack_sdk.webhook.async_client import AsyncWebhookClient
-
-        return AsyncWebhookClient(url, session=self._session, timeout=10)
+        return webhook_client(url, self._session)
 
     async def answer_press(self, press: ButtonPress, notice: str | None) -> bool:
         """The notice only the presser sees: chat.postEphemeral, else the press's response_url."""

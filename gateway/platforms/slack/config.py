@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
-from gateway.kernel.configbase import ChatPlatformConfig
+from gateway.kernel.configbase import ChatPlatformConfig, missing_env, secret
 
 _USER_ID = re.compile(r"[UW][A-Z0-9]{2,}")
 
@@ -46,3 +46,20 @@ class SlackConfig(ChatPlatformConfig):
         if not v.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
         return v if v.endswith("/") else v + "/"
+
+    def problems(self) -> list[tuple[str, str]]:
+        """The bot token, and the one secret the mode connects with: Socket Mode the app-level token, HTTP mode
+        the signing secret. The other one is never read, so it need not be set (the default check asks for
+        every ``*token_env``, the app token included, whatever the mode)."""
+        out = []
+        if not secret(self.bot_token_env):
+            out.append(("bot_token_env", missing_env(self.bot_token_env)))
+        if self.mode == "socket":
+            if not secret(self.app_token_env):
+                out.append(("app_token_env", f"{missing_env(self.app_token_env)} (mode: socket connects with this "
+                                             "app-level xapp-… token; or use mode: http)"))
+        elif not secret(self.signing_secret_env):
+            out.append(("signing_secret_env", f"{missing_env(self.signing_secret_env)} (mode: http checks Slack's "
+                                              "requests with this signing secret: Basic Information > Signing "
+                                              "Secret)"))
+        return out

@@ -6,7 +6,8 @@ anything in a thread the bot is already in (it was mentioned there, or posted th
 after a restart found with conversations.replies); with ``require_mention: false`` everything. A DM is one
 session; a thread is a session, and with ``reply_in_thread`` a channel message starts one (its own ts is
 the thread). The platform message id is ``<channel>/<ts>``, the same for an event's retries, for its Socket
-Mode redelivery and for the ``message`` and ``app_mention`` events of one mention, so the inbox keeps one.
+Mode redelivery and for the ``message`` and ``app_mention`` events of one mention, so the inbox keeps one. A
+``message_changed`` event is an edit of that message (``edit_of``), named by the edit's ts.
 
 Everything here runs before the event's ack, so its API lookups (the channel's type, whether the bot is in
 a thread, the sender's name) share one deadline (``LOOKUP_BUDGET``) well inside Slack's 3 s. A thread
@@ -204,6 +205,8 @@ class SlackInbound:
     async def message(self, body: dict[str, Any], deadline: Deadline | None = None) -> InboundMessage | None:
         deadline = deadline or Deadline(LOOKUP_BUDGET)
         event = body.get("event") or {}
+        if event.get("subtype") == "message_changed":
+            return await self._edited(body, deadline)
         if event.get("bot_id") or event.get("subtype") not in _TAKEN_SUBTYPES or event.get("hidden"):
             return None
         user, channel, ts = event.get("user"), event.get("channel"), event.get("ts")
@@ -247,6 +250,24 @@ class SlackInbound:
             return None
         return InboundMessage(source=source, text=text, platform_message_id=f"{channel}/{ts}",
                               received_at=time.time(), command=command, pending=pending or None)
+
+    async def _edited(self, body: dict[str, Any], deadline: Deadline) -> InboundMessage | None:
+        """A ``message_changed`` event: the message as it reads now, taken like a message (the same rules on who
+        and where), as an edit of ``<channel>/<ts>`` named by the edit's ts. Its files were fetched already."""
+        event = body.get("event") or {}
+        inner = event.get("message") or {}
+        edited = (inner.get("edited") or {}).get("ts")
+        if not edited:  # a link unfurled, a file shared later: Slack changed it, the person did not
+            return None
+        again = {k: v for k, v in inner.items() if k not in ("files", "subtype", "edited")}
+        again.update(type="message", channel=event.get("channel"), channel_type=event.get("channel_type"))
+        msg = await self.message({**body, "event": again}, deadline)
+        if msg is None:
+            return None
+        pending = {k: v for k, v in (msg.pending or {}).items() if k != "files"}
+        msg.edit_of, msg.platform_message_id = msg.platform_message_id, f"{msg.platform_message_id}@{edited}"
+        msg.command, msg.pending = None, pending or None
+        return msg
 
     @staticmethod
     def _strip_mention(text: str, mention: str) -> str:

@@ -20,6 +20,7 @@ import structlog
 from gateway.kernel.chunking import utf16_len
 from gateway.platforms.base import Button, Outbound, OutboundMessage, PermanentError, TransientError
 from gateway.platforms.buttons import ButtonIds
+from gateway.platforms.errors import may_have_arrived
 from gateway.platforms.slack.mrkdwn import to_mrkdwn, unescape
 from gateway.platforms.slack.transport import map_error, slack_error
 
@@ -127,6 +128,8 @@ class SlackOutbound(Outbound):
                 log.info("slack_response_url_failed", status=resp.status_code, body=str(resp.body)[:200])
             except Exception as exc:
                 log.info("slack_response_url_failed", error=f"{type(exc).__name__}: {exc}")
+                if may_have_arrived(exc):
+                    return []  # it may be showing: chat.postEphemeral could show it a second time
         user = handle.get("user")
         if not user:
             raise PermanentError("no way to answer this privately")
@@ -169,7 +172,8 @@ class SlackOutbound(Outbound):
             await self.client().chat_postEphemeral(**kwargs)
         except Exception as exc:
             log.info("slack_ephemeral_failed", error=slack_error(exc) or f"{type(exc).__name__}: {exc}")
-            return False
+            # Where it may be showing already, no other way (a response_url) is tried: not twice.
+            return may_have_arrived(exc)
         return True
 
     @staticmethod

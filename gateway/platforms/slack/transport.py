@@ -2,9 +2,12 @@
 layer's terms.
 
 slack_sdk opens a new aiohttp session per call unless it is given one: the adapter passes a pooled session,
-so a busy workspace reuses its connections. The client gets no rate-limit retry handler (slack_sdk's
-default has none): a 429 becomes ``RateLimited`` with Slack's Retry-After, so only the conversation that
-hit it waits (delivery sleeps in that chat's coroutine) and nothing queues up in the SDK.
+so a busy workspace reuses its connections. The clients get no retry handlers at all (``retry_handlers=[]``):
+slack_sdk's default one sends a request again when its connection breaks, and a chat.postMessage Slack had
+already taken then shows twice, unannounced. Delivery owns every retry instead: a 429 becomes
+``RateLimited`` with Slack's Retry-After, so only the conversation that hit it waits (delivery sleeps in that
+chat's coroutine) and nothing queues up in the SDK; a connection that broke after the request may have
+reached Slack becomes ``MaybeSent`` (Slack has no idempotency key: delivery announces the resend).
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from gateway.platforms.base import FormattingError, PermanentError, RateLimited, TransientError
+from gateway.platforms.base import FormattingError, MaybeSent, PermanentError, RateLimited, TransientError
+from gateway.platforms.errors import may_have_arrived
 
 DEFAULT_BASE_URL = "https://slack.com/api/"
 # Slack refused the formatting (blocks, or text it could not take): the same words go again as plain text.
@@ -28,7 +32,15 @@ _PERMANENT = frozenset({"channel_not_found", "not_in_channel", "is_archived", "m
 def web_client(token: str, base_url: str | None, session: Any) -> Any:
     from slack_sdk.web.async_client import AsyncWebClient
 
-    return AsyncWebClient(token=token, base_url=base_url or DEFAULT_BASE_URL, session=session, timeout=30)
+    return AsyncWebClient(token=token, base_url=base_url or DEFAULT_BASE_URL, session=session, timeout=30,
+                          retry_handlers=[])
+
+
+def webhook_client(url: str, session: Any) -> Any:
+    """A response_url's client (a slash command's or a press's answer), as unretried as the Web API's."""
+    from slack_sdk.webhook.async_client import AsyncWebhookClient
+
+    return AsyncWebhookClient(url, session=session, timeout=10, retry_handlers=[])
 
 
 def http_session(pool_size: int = 256) -> Any:
@@ -82,6 +94,8 @@ def map_error(exc: BaseException) -> Exception:
             return TransientError(code or f"HTTP {status}")
         return PermanentError(code or f"HTTP {status}")
     if isinstance(exc, aiohttp.ClientError | TimeoutError | ConnectionError):
+        if may_have_arrived(exc):
+            return MaybeSent(f"{type(exc).__name__}: {exc}")
         return TransientError(f"{type(exc).__name__}: {exc}")
     return PermanentError(f"{type(exc).__name__}: {exc}")
 

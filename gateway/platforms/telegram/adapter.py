@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("herald.telegram")
 
 POLL_TIMEOUT = 25
-ALLOWED_UPDATES = ["message", "callback_query"]
+ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 # A button press's callback query is answered within this many seconds (the client's spinner stops): with
 # the handler's notice if it is ready by then, else empty, and the notice follows in the chat.
@@ -86,7 +86,6 @@ class TelegramAdapter(PlatformAdapter):
         self._webhook_secret: str | None = None
         self._answering: set[asyncio.Task[bool]] = set()
         self._unanswered: dict[str, asyncio.TimerHandle] = {}  # callback_query_id -> its deadline's answer
-        self._told_unavailable: set[str] = set()  # chats told Herald cannot store messages now
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
@@ -306,7 +305,8 @@ class TelegramAdapter(PlatformAdapter):
                 self.faults.record("bad_request", door="telegram", kind="update not understood")
                 continue
             if item is None:
-                if update.api_kwargs and update.message is None and update.callback_query is None:
+                if (update.api_kwargs and update.message is None and update.edited_message is None
+                        and update.callback_query is None):
                     # A kind of update Herald never asked for (not in allowed_updates): ignored, and counted.
                     self.faults.record("bad_request", door="telegram", kind="unknown update")
                 continue
@@ -319,39 +319,21 @@ class TelegramAdapter(PlatformAdapter):
                 return index
             except Unavailable as exc:
                 # Not confirmed: Telegram hands this update (and the ones after it) out again on the next poll.
+                # Its sender was told so by accept; everyone whose message waits behind it is told too.
                 log.warning("telegram_update_refused", update_id=update.update_id, reason=exc.reason)
-                for waiting in normalised[index:]:  # everyone whose message waits behind this one is told too
+                for waiting in normalised[index + 1:]:
                     if isinstance(waiting, InboundMessage):
-                        self._tell_unavailable(waiting.source, exc.reason)
+                        self.tell_unavailable(waiting, exc.reason)
                 return index
             except Exception as exc:
                 log.error("telegram_accept_failed", update_id=update.update_id, error=f"{type(exc).__name__}: {exc}")
                 return index
-            if self._told_unavailable:
-                self._told_unavailable.discard(item.source.chat_id)
         return len(updates)
 
-    def _tell_unavailable(self, source: Any, reason: str) -> None:
-        """Once per chat while Herald cannot store messages: say so, so the silence has a reason. Sent straight
-        through the Bot API (the outbox is in the database that cannot be written); the message itself is
-        answered when Telegram hands it out again after the fault."""
-        if source.chat_id in self._told_unavailable or self.bot is None:
-            return
-        self._told_unavailable.add(source.chat_id)
-        text = (f"⚠️ Herald cannot take messages right now ({reason}). Your message is kept and will be answered "
+    def unavailable_notice(self, msg: InboundMessage, reason: str) -> str | None:
+        # Left unconfirmed, an update is handed out again (Telegram keeps it for a day): it is answered then.
+        return (f"⚠️ Herald cannot take messages right now ({reason}). Your message is kept and will be answered "
                 "once this is fixed.")
-
-        async def say() -> bool:
-            try:
-                await self.outbound.send(source.chat_id, text, OutboundMessage(text, thread_id=source.thread_id))
-            except Exception as exc:
-                log.info("telegram_notice_failed", error=type(exc).__name__)
-                return False
-            return True
-
-        task = asyncio.create_task(say(), name="telegram:unavailable")
-        self._answering.add(task)
-        task.add_done_callback(self._answering.discard)
 
     def _take_press(self, press: ButtonPress) -> None:
         query_id = (press.reply_handle or {}).get("callback_query_id")

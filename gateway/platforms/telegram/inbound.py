@@ -1,5 +1,8 @@
 """Telegram inbound: an ``Update`` becomes an ``InboundMessage`` or a ``ButtonPress`` (or nothing).
 
+An ``edited_message`` is an ``InboundMessage`` with ``edit_of`` (the gateway decides what an edit does); its id is
+the message's with the update's, so Telegram handing it out again is the same edit.
+
 DMs, groups (when the bot is mentioned, replied to, or addressed with ``/cmd@ThisBot``; everything with
 ``require_mention: false``) and forum topics (the topic is the thread). ``/name args`` fills
 ``InboundMessage.command`` by syntax; whether ``name`` is a command is the gateway's call (an unknown name is
@@ -47,7 +50,7 @@ class TelegramInbound:
     async def normalise(self, update: Update) -> InboundMessage | ButtonPress | None:
         if update.callback_query is not None:
             return self.press(update)
-        msg = update.message
+        msg = update.message or update.edited_message
         if msg is None or msg.from_user is None or msg.from_user.is_bot:
             return None
         chat = msg.chat
@@ -61,7 +64,8 @@ class TelegramInbound:
         if chat_type == "group" and not self._addressed(msg):
             return None
         text = self._strip_mention(text)
-        parsed = parse_text_command(text)
+        edited = update.message is None
+        parsed = parse_text_command(text) if not edited else None  # an edited command is not run again
         if parsed is not None:
             call, addressee = parsed
             if addressee is not None and addressee.lower() != self.username.lower():
@@ -83,11 +87,16 @@ class TelegramInbound:
         reply_to = None
         if msg.reply_to_message is not None and not msg.reply_to_message.forum_topic_created:
             reply_to = f"{chat.id}/{msg.reply_to_message.message_id}"
+        message_id = f"{chat.id}/{msg.message_id}"
+        if edited:  # the edit's own id: the message and its update (handed out again, the update keeps its id;
+            # edit_date has whole seconds, too coarse for two quick edits)
+            return InboundMessage(source=source, text=text, platform_message_id=f"{message_id}@{update.update_id}",
+                                  reply_to=reply_to, received_at=time.time(), edit_of=message_id)
         pending: dict[str, Any] | None = {"files": [media]} if media is not None else None
         if pending is not None and msg.media_group_id:
             # One of an album's messages: the lane gathers the others into the same turn.
             pending["album"] = f"{chat.id}/{msg.media_group_id}"
-        return InboundMessage(source=source, text=text, platform_message_id=f"{chat.id}/{msg.message_id}",
+        return InboundMessage(source=source, text=text, platform_message_id=message_id,
                               reply_to=reply_to, received_at=time.time(), command=command, pending=pending)
 
     def _addressed(self, msg: Message) -> bool:

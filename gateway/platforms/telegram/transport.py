@@ -1,8 +1,9 @@
 """Telegram's transport: python-telegram-bot's HTTP on aiohttp, and PTB's errors in the delivery layer's terms.
 
-PTB's Bot has no rate limiter or retry of its own, so nothing blocks other chats underneath: ``RetryAfter``
-becomes ``RateLimited`` (only that chat's lane waits), network trouble ``TransientError``, blocked / chat not
-found / no rights ``PermanentError``.
+PTB's Bot has no rate limiter or retry of its own, so nothing blocks other chats underneath and delivery owns
+every retry: ``RetryAfter`` becomes ``RateLimited`` (only that chat's lane waits), network trouble
+``TransientError`` — ``MaybeSent`` when the connection broke after the request may have reached Telegram, which
+has no idempotency key (delivery announces the resend) — blocked / chat not found / no rights ``PermanentError``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from gateway.platforms.base import PermanentError, RateLimited, TransientError
+from gateway.platforms.base import MaybeSent, PermanentError, RateLimited, TransientError
+from gateway.platforms.errors import may_have_arrived
 
 # Opt in to PTB's future timedelta periods (RetryAfter.retry_after, ...): it warns on every 429 otherwise, and
 # retry_seconds reads both forms.
@@ -35,6 +37,9 @@ def map_error(exc: Exception) -> Exception:
     if isinstance(exc, tg.BadRequest):  # a subclass of NetworkError: test it first
         return PermanentError(str(exc))
     if isinstance(exc, tg.NetworkError | tg.Conflict):
+        # Our transport raises with aiohttp's failure as the cause; PTB's own (a 5xx answered) has none.
+        if exc.__cause__ is not None and may_have_arrived(exc.__cause__):
+            return MaybeSent(str(exc))
         return TransientError(str(exc))
     return PermanentError(f"{type(exc).__name__}: {exc}")
 

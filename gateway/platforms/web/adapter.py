@@ -4,11 +4,16 @@ The token lives in ``$HERALD_HOME/web_token`` (0600, created on first start); wh
 owner, so the web chat needs no allowlist, and the daemon's whole HTTP API (/api/) lets them in. The chat
 history it serves is kept in the database (chat_log), so a restart keeps it. Sends are idempotent: a chunk's
 idempotency key is its message id, so a chunk resent after a crash is stored (and shown) once.
+
+The owner has many chats: the list of them (titles, last activity), rename, delete and search go through the
+chats' port the runner provides (``AdapterContext.chats``), so this package imports only the contract. Files
+uploaded with a message, and those the agent sends, are files.py's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import json
 import os
@@ -31,21 +36,30 @@ from gateway.platforms.base import (
     Button,
     ButtonPress,
     Capabilities,
+    ChatBusy,
+    FileUnavailable,
     InboundMessage,
     OutboundMessage,
+    PermanentError,
     PlatformAdapter,
     ShuttingDown,
     Source,
+    file_ref,
     parse_text_command,
 )
 from gateway.platforms.web import PAGE, TOKEN_FILE
-from gateway.platforms.web.files import WebFiles
+from gateway.platforms.web.files import MAX_FILES, WebFiles
 from gateway.platforms.web.markdown import to_html
 from gateway.platforms.web.markdown import warm as warm_markdown
 
 log = structlog.get_logger("herald.web")
 
 MAX_TEXT = 32_000
+# The events that move a chat in the list of chats (gateway/platforms/web/static/chat.js).
+_MOVES = ("message", "renamed", "deleted")
+# The page's script and style are files of this package, never inline: nothing injected into it could run.
+_PAGE_POLICY = {"Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; "
+                                           "form-action 'self'"}
 
 
 def load_or_create_token(path: Path) -> str:
@@ -87,18 +101,19 @@ def _button(b: Button) -> dict[str, Any]:
     return {"id": b.id, "label": b.label, "style": b.style}
 
 
-def _message(message_id: str, role: str, text: str, buttons: list[dict[str, Any]] | None) -> dict[str, Any]:
+def _bad(message: str) -> web.HTTPBadRequest:
+    return web.HTTPBadRequest(text=json.dumps({"error": message}), content_type="application/json")
+
+
+def _message(message_id: str, role: str, text: str, buttons: list[dict[str, Any]] | None,
+             files: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """A message as the API and the event stream show it. The model's replies are markdown: ``html`` is that
     rendered and made safe (gateway/platforms/web/markdown.py), so the page never renders markdown itself.
-    The user's own text is shown as typed."""
-    out = {"id": message_id, "role": role, "text": text, "buttons": buttons or []}
+    The user's own text is shown as typed. ``files``: what it carries, each with the address that opens it."""
+    out = {"id": message_id, "role": role, "text": text, "buttons": buttons or [], "files": files or []}
     if role == "assistant":
         out["html"] = to_html(text)
     return out
-
-
-def _public(row: dict[str, Any]) -> dict[str, Any]:
-    return _message(row["message_id"], row["role"], row["text"], row["buttons"])
 
 
 class WebAdapter(PlatformAdapter):
@@ -112,9 +127,12 @@ class WebAdapter(PlatformAdapter):
         super().__init__(ctx)
         self.token = web_token(ctx.config, ctx.home)
         self.log = ctx.chat_log
-        self.files = WebFiles(ctx.media_dir, ctx.home / "media" / "served")
+        self.chats = ctx.chats
+        self.files = WebFiles(ctx.home, self.token, getattr(ctx.config, "max_upload_mb", 20.0))
         add_secret(self.token)  # masked in every log line and stored error from here on
         self._subscribers: dict[str, set[asyncio.Queue[str]]] = {}
+        # The streams that asked to hear when another chat moves (the page, for its list of chats): stream -> its chat.
+        self._watchers: dict[asyncio.Queue[str], str] = {}
         # Several instances behind one address: a client's event stream may be held by another instance than
         # the one answering its chat, so every event is told to the others too (a reference to the chat log
         # row, or the small event itself), and each passes on what its own clients wait for.
@@ -136,6 +154,7 @@ class WebAdapter(PlatformAdapter):
         for task in list(self._tasks):
             task.cancel()
         self._heard_events = None
+        self._watchers.clear()
         for queues in self._subscribers.values():
             for q in queues:
                 q.put_nowait("")  # wakes the stream so it can close
@@ -148,27 +167,36 @@ class WebAdapter(PlatformAdapter):
         message_id = f"a-{idempotency_key or uuid.uuid4().hex}"
         buttons = [_button(b) for b in message.buttons]
         if await self.log.add(self.name, chat_id, message_id, "assistant", text, buttons):
-            self._publish(chat_id, "message", _message(message_id, "assistant", text, buttons), ref=message_id)
+            self._publish(chat_id, "message", self._public_message(message_id, "assistant", text, buttons),
+                          ref=message_id)
         return [message_id]
-
-    async def send_file(self, chat_id: str, attachment: Attachment, message: OutboundMessage,
-                        idempotency_key: str | None = None) -> list[str]:
-        url, file_id = await self.files.keep(attachment, idempotency_key)
-        size = (await asyncio.to_thread(os.stat, attachment.path)).st_size
-        text = self.files.text(attachment, url, size)
-        return await self.send(chat_id, text, message, idempotency_key=f"file-{file_id}")
-
-    async def file_limit(self, chat_id: str) -> int:
-        return 1024 * 1024 * 1024  # the page downloads from this machine: no platform limit in between
 
     async def edit(self, chat_id: str, message_id: str, text: str | None, buttons: list[Button] | None = None,
                    *, thread_id: str | None = None) -> None:
         row = await self.log.edit(self.name, message_id, text, [_button(b) for b in buttons or []])
         if row is not None:
-            self._publish(row["chat_id"], "edit", _public(row), ref=message_id)
+            self._publish(row["chat_id"], "edit", self._public(row), ref=message_id)
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         self._publish(chat_id, "typing", {})
+
+    async def send_file(self, chat_id: str, attachment: Attachment, message: OutboundMessage,
+                        idempotency_key: str | None = None) -> list[str]:
+        message_id = f"f-{idempotency_key or uuid.uuid4().hex}"
+        # The same chunk sent again (after a crash) copies to the same file and is logged once.
+        file_id = hashlib.sha256(message_id.encode()).hexdigest()[:32]
+        try:
+            meta = await self.files.keep(attachment.path, attachment.filename, attachment.mime, file_id)
+        except FileUnavailable as exc:
+            raise PermanentError(f"{attachment.filename}: {exc}") from None
+        text = attachment.caption or ""
+        if await self.log.add(self.name, chat_id, message_id, "assistant", text, None, files=[meta]):
+            self._publish(chat_id, "message", self._public_message(message_id, "assistant", text, None, [meta]),
+                          ref=message_id)
+        return [message_id]
+
+    async def file_limit(self, chat_id: str) -> int:
+        return self.files.cap
 
     async def answer_press(self, press: ButtonPress, notice: str | None) -> bool:
         if notice:
@@ -186,14 +214,30 @@ class WebAdapter(PlatformAdapter):
             if len(payload.encode()) < 7000:  # a notice longer than a notification holds stays here
                 self._spawn(self._broadcast.broadcast("web", payload))
 
+    def _public_message(self, message_id: str, role: str, text: str, buttons: list[dict[str, Any]] | None,
+                        files: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        return _message(message_id, role, text, buttons, self.files.public(files))
+
+    def _public(self, row: dict[str, Any]) -> dict[str, Any]:
+        return self._public_message(row["message_id"], row["role"], row["text"], row["buttons"], row.get("files"))
+
     def _deliver(self, chat_id: str, event: str, data: dict[str, Any]) -> None:
         queues = self._subscribers.get(chat_id)
-        if not queues:
-            return
-        frame = f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
-        for q in list(queues):
-            if q.qsize() < 1000:
-                q.put_nowait(frame)
+        if queues:
+            frame = f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+            for q in list(queues):
+                if q.qsize() < 1000:
+                    q.put_nowait(frame)
+        if event in _MOVES and self._watchers:
+            self._moved(chat_id)
+
+    def _moved(self, chat_id: str) -> None:
+        """The streams following other chats that asked (``?activity=1``) hear that this one moved: which chat,
+        never what was said."""
+        moved = f"event: activity\ndata: {json.dumps({'chat_id': chat_id}, ensure_ascii=False)}\n\n"
+        for q, followed in list(self._watchers.items()):
+            if followed != chat_id and q.qsize() < 1000:
+                q.put_nowait(moved)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
@@ -206,7 +250,11 @@ class WebAdapter(PlatformAdapter):
             told = json.loads(payload)
         except ValueError:
             return
-        if told.get("o") == self._origin or told.get("c") not in self._subscribers:
+        if told.get("o") == self._origin:
+            return
+        if told.get("c") not in self._subscribers:
+            if told.get("e") in _MOVES and self._watchers:
+                self._moved(str(told.get("c")))
             return
         if self._heard_events is None:
             self._heard_events = asyncio.Queue()
@@ -220,7 +268,7 @@ class WebAdapter(PlatformAdapter):
                 if "m" in told:
                     row = await self.log.get(self.name, told["m"])
                     if row is not None:
-                        self._deliver(told["c"], told["e"], _public(row))
+                        self._deliver(told["c"], told["e"], self._public(row))
                 else:
                     self._deliver(told["c"], told["e"], told.get("d") or {})
             except Exception as exc:
@@ -246,17 +294,35 @@ class WebAdapter(PlatformAdapter):
     def http_routes(self) -> list[Any]:
         return [
             web.get(PAGE, self._page),
+            web.get("/chat/static/{name}", self._static),
+            web.get("/chat/files/{file_id}/{name}", self.files.serve),
             web.post("/api/v1/messages", self._post_message),
+            web.get("/api/v1/chats", self._list_chats),
+            web.get("/api/v1/search", self._search),
+            web.patch("/api/v1/chats/{chat_id}", self._rename_chat),
+            web.delete("/api/v1/chats/{chat_id}", self._delete_chat),
             web.get("/api/v1/chats/{chat_id}/messages", self._get_messages),
+            web.post("/api/v1/chats/{chat_id}/messages", self._post_with_files),
             web.post("/api/v1/chats/{chat_id}/buttons/{button_id}", self._press_button),
             web.get("/api/v1/chats/{chat_id}/events", self._events),
-            web.post("/api/v1/uploads", self.files.upload),
-            web.get("/api/v1/files/{file_id}/{name}", self.files.serve),
         ]
+
+    def unavailable_notice(self, msg: InboundMessage, reason: str) -> str | None:
+        # The POST that carried it is answered 503 with the reason (gateway/ops/http.py), and the page shows
+        # that; a notice in the chat would need the chat's log, which is in the store that is out.
+        return None
 
     async def _page(self, request: web.Request) -> web.Response:
         page = resources.files(__package__).joinpath("static/index.html").read_text()
-        return web.Response(text=page, content_type="text/html", headers={"Cache-Control": "no-store"})
+        return web.Response(text=page, content_type="text/html", headers={"Cache-Control": "no-store", **_PAGE_POLICY})
+
+    async def _static(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        types = {"chat.js": "application/javascript", "chat.css": "text/css"}
+        if name not in types:
+            raise web.HTTPNotFound()
+        body = resources.files(__package__).joinpath(f"static/{name}").read_text()
+        return web.Response(text=body, content_type=types[name], headers={"Cache-Control": "no-cache"})
 
     def authorizes(self, request: web.Request) -> bool:
         header = request.headers.get("Authorization", "")
@@ -272,32 +338,75 @@ class WebAdapter(PlatformAdapter):
         body = await self._json(request)
         chat_id = _valid_id(body.get("chat_id"), "chat_id")
         user_id = _valid_id(body.get("user_id"), "user_id")
-        text = body.get("text", "")
-        files = self.files.paths(body.get("files"))  # uploads (POST /api/v1/uploads) this message carries
-        if not isinstance(text, str) or not (text.strip() or files) or len(text) > MAX_TEXT:
-            raise web.HTTPBadRequest(text=json.dumps({"error": f"text must be a non-empty string of at most {MAX_TEXT} "
-                                                               "characters (or files given)"}),
-                                     content_type="application/json")
+        text = body.get("text")
+        if not isinstance(text, str) or not text.strip() or len(text) > MAX_TEXT:
+            raise _bad(f"text must be a non-empty string of at most {MAX_TEXT} characters")
         supplied = body.get("message_id")
         message_id = _valid_id(supplied, "message_id") if supplied is not None else uuid.uuid4().hex
+        return await self._take(chat_id, user_id, message_id, text, [])
+
+    async def _post_with_files(self, request: web.Request) -> web.Response:
+        """A message with files, as multipart/form-data: ``user_id``, ``text`` and ``message_id`` (both
+        optional), and up to MAX_FILES ``file`` parts, each saved as it arrives and capped."""
+        chat_id = _valid_id(request.match_info["chat_id"], "chat_id")
+        if not request.content_type.startswith("multipart/"):
+            raise web.HTTPUnsupportedMediaType(text='{"error": "send multipart/form-data"}',
+                                               content_type="application/json")
+        fields: dict[str, str] = {}
+        saved: list[dict[str, Any]] = []
+        try:
+            reader = await request.multipart()
+            while (part := await reader.next()) is not None:
+                if part.filename is not None:
+                    if len(saved) >= MAX_FILES:
+                        raise _bad(f"at most {MAX_FILES} files in one message")
+                    saved.append(await self.files.save_part(part))
+                elif part.name in ("user_id", "text", "message_id"):
+                    raw = await part.read_chunk(MAX_TEXT * 4 + 1)
+                    if len(raw) > MAX_TEXT * 4 or await part.read_chunk(1):
+                        raise _bad(f"{part.name} is too long")
+                    fields[part.name] = raw.decode("utf-8", "replace")
+            text = fields.get("text", "")
+            if len(text) > MAX_TEXT or not (text.strip() or saved):
+                raise _bad(f"a message needs text (at most {MAX_TEXT} characters) or a file")
+            user_id = _valid_id(fields.get("user_id"), "user_id")
+            supplied = fields.get("message_id")
+            message_id = _valid_id(supplied, "message_id") if supplied is not None else uuid.uuid4().hex
+            return await self._take(chat_id, user_id, message_id, text, saved)
+        except FileUnavailable as exc:  # TooBig
+            await self.files.remove([f["id"] for f in saved])
+            raise web.HTTPRequestEntityTooLarge(max_size=self.files.cap, actual_size=self.files.cap + 1,
+                                                text=json.dumps({"error": f"a file is {exc}"}),
+                                                content_type="application/json") from None
+        except BaseException:
+            await self.files.remove([f["id"] for f in saved])
+            raise
+
+    async def _take(self, chat_id: str, user_id: str, message_id: str, text: str,
+                    files: list[dict[str, Any]]) -> web.Response:
         # Client ids are only unique within a chat; both are encoded, so no two (chat, id) pairs collide.
         platform_id = f"{quote(chat_id, safe='')}/{quote(message_id, safe='')}"
-        parsed = parse_text_command(text)
-        msg = InboundMessage(
-            source=Source(platform=self.name, chat_id=chat_id, user_id=user_id, chat_type="dm"),
-            text=text, platform_message_id=platform_id, received_at=time.time(),
-            command=parsed[0] if parsed and not files else None, attachments=files,
-            names={p: os.path.basename(p).split("-", 2)[-1] for p in files},
-        )
-        shown = "\n".join([text, *(f"📎 {name}" for name in msg.names.values())]).strip()
+        parsed = parse_text_command(text) if not files else None
         public_id = f"u-{platform_id}"
         if self.gateway.stopping:
             raise web.HTTPServiceUnavailable(text='{"error": "shutting down"}', content_type="application/json")
         # The question is in the chat log before anything can answer it, so it always shows first.
         # Neither write waits for a database that is down: the caller gets a 503 (gateway/ops/http.py) and sends
         # again, rather than a request hanging with nobody knowing whether the message was taken.
-        if await self.log.add(self.name, chat_id, public_id, "user", shown, None, user_id, wait=False):
-            self._publish(chat_id, "message", _message(public_id, "user", shown, None), ref=public_id)
+        if await self.log.add(self.name, chat_id, public_id, "user", text, None, user_id, wait=False, files=files):
+            self._publish(chat_id, "message", self._public_message(public_id, "user", text, None, files),
+                          ref=public_id)
+        elif files:  # sent again: the files are those the first attempt logged
+            first = await self.log.get(self.name, public_id)
+            await self.files.remove([f["id"] for f in files])
+            files = list((first or {}).get("files") or [])
+        msg = InboundMessage(
+            source=Source(platform=self.name, chat_id=chat_id, user_id=user_id, chat_type="dm"),
+            text=text, platform_message_id=platform_id, received_at=time.time(),
+            command=parsed[0] if parsed else None,
+            pending={"files": [file_ref(f["name"], f["kind"], f["size"], file=f["id"]) for f in files]}
+            if files else None,
+        )
         try:
             accepted = await self.accept(msg)
         except ShuttingDown:
@@ -305,10 +414,59 @@ class WebAdapter(PlatformAdapter):
                                              content_type="application/json") from None
         return web.json_response({"id": public_id, "duplicate": not accepted}, status=202)
 
+    async def download(self, msg: InboundMessage, ref: dict[str, Any], index: int) -> str:
+        """An uploaded file, copied into the media folder where the agent's tools read it."""
+        target = self.media_path(str(ref.get("file", ""))[:12], str(ref.get("name") or "file"))
+        await self.files.copy_out(str(ref.get("file", "")), target)
+        return str(target)
+
     async def _get_messages(self, request: web.Request) -> web.Response:
         chat_id = _valid_id(request.match_info["chat_id"], "chat_id")
         rows = await self.log.recent(self.name, chat_id)
-        return web.json_response({"messages": [_public(r) for r in rows]})
+        return web.json_response({"messages": [self._public(r) for r in rows]})
+
+    # ---- the list of chats ----------------------------------------------------------------------
+
+    def _chats(self) -> Any:
+        if self.chats is None:
+            raise web.HTTPNotImplemented(text='{"error": "this daemon keeps no list of chats"}',
+                                         content_type="application/json")
+        return self.chats
+
+    async def _list_chats(self, request: web.Request) -> web.Response:
+        chats = await self._chats().list(self.name)
+        return web.json_response({"chats": [{"id": c.chat_id, "title": c.title, "last_activity": c.last_activity,
+                                             "started_at": c.started_at} for c in chats]})
+
+    async def _search(self, request: web.Request) -> web.Response:
+        query = request.query.get("q", "")
+        if len(query) > 500:
+            raise _bad("q is at most 500 characters")
+        hits = await self._chats().search(self.name, query)
+        return web.json_response({"results": [{"chat_id": h.chat_id, "title": h.title, "role": h.role,
+                                               "snippet": h.snippet, "at": h.at} for h in hits]})
+
+    async def _rename_chat(self, request: web.Request) -> web.Response:
+        chat_id = _valid_id(request.match_info["chat_id"], "chat_id")
+        title = (await self._json(request)).get("title")
+        if not isinstance(title, str) or not title.strip() or len(title) > 200:
+            raise _bad("title must be a non-empty string of at most 200 characters")
+        title = " ".join(title.split())
+        if not await self._chats().rename(self.name, chat_id, title):
+            raise web.HTTPNotFound(text='{"error": "this chat has no conversation yet: send a message first"}',
+                                   content_type="application/json")
+        self._publish(chat_id, "renamed", {"chat_id": chat_id, "title": title})
+        return web.json_response({"id": chat_id, "title": title})
+
+    async def _delete_chat(self, request: web.Request) -> web.Response:
+        chat_id = _valid_id(request.match_info["chat_id"], "chat_id")
+        try:
+            files = await self._chats().delete(self.name, chat_id)
+        except ChatBusy as exc:
+            raise web.HTTPConflict(text=json.dumps({"error": str(exc)}), content_type="application/json") from None
+        await self.files.remove(files)
+        self._publish(chat_id, "deleted", {"chat_id": chat_id})
+        return web.json_response({"deleted": chat_id})
 
     async def _press_button(self, request: web.Request) -> web.Response:
         chat_id = _valid_id(request.match_info["chat_id"], "chat_id")
@@ -327,6 +485,8 @@ class WebAdapter(PlatformAdapter):
         await response.prepare(request)
         queue: asyncio.Queue[str] = asyncio.Queue()
         self._subscribers.setdefault(chat_id, set()).add(queue)
+        if request.query.get("activity") == "1":
+            self._watchers[queue] = chat_id
         try:
             await response.write(b": connected\n\n")
             while True:
@@ -340,6 +500,7 @@ class WebAdapter(PlatformAdapter):
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
+            self._watchers.pop(queue, None)
             subs = self._subscribers.get(chat_id)
             if subs is not None:
                 subs.discard(queue)

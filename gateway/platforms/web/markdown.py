@@ -3,15 +3,20 @@
 What the model writes is untrusted text. Raw HTML in it is escaped, never passed through (``html: False``);
 link targets go through markdown-it's own check (no ``javascript:``, ``vbscript:``, ``file:`` or ``data:``);
 links open in a new tab with ``rel="noopener noreferrer"``, so the page they lead to cannot reach this one or
-learn its address (the token lives in its fragment only until the page reads it, but still). Images are not
-rendered: an ``<img>`` would make the browser fetch whatever address the model chose.
+learn its address (the token lives in its fragment only until the page reads it, but still). An image is shown
+only when it is one of this chat's own files (``/chat/files/…``, gateway/platforms/web/files.py); any other
+``![alt](address)`` becomes a link named by its alt text: an ``<img>`` would make the browser fetch whatever
+address the model chose (the page's policy would refuse it anyway).
 """
 
 from __future__ import annotations
 
 import html
+import re
 from functools import lru_cache
 from typing import Any
+
+_OWN_FILE = re.compile(r"^/chat/files/[0-9a-f]{32}/[^?#\s]*\?sig=[0-9a-f]{32}$")
 
 _md: Any = None
 
@@ -23,14 +28,26 @@ def _renderer() -> Any:
         from markdown_it import MarkdownIt
 
         md = MarkdownIt("commonmark", {"html": False, "breaks": True, "typographer": False})
-        md.enable(["table", "strikethrough"]).disable("image")
+        md.enable(["table", "strikethrough"])
 
         def link_open(renderer: Any, tokens: list[Any], idx: int, options: Any, env: Any) -> str:
             tokens[idx].attrSet("target", "_blank")
             tokens[idx].attrSet("rel", "noopener noreferrer")
             return renderer.renderToken(tokens, idx, options, env)
 
+        def image(renderer: Any, tokens: list[Any], idx: int, options: Any, env: Any) -> str:
+            token = tokens[idx]
+            src = str(token.attrGet("src") or "")
+            alt = html.escape(renderer.renderInlineAsText(token.children or [], options, env))
+            if _OWN_FILE.match(src):
+                return f'<img src="{html.escape(src)}" alt="{alt}" loading="lazy">'
+            if not src.lower().startswith(("https://", "http://")):  # a data: image, say: its alt text alone
+                return alt
+            return (f'<a href="{html.escape(src)}" target="_blank" rel="noopener noreferrer">'
+                    f'{alt or html.escape(src)}</a>')
+
         md.add_render_rule("link_open", link_open)
+        md.add_render_rule("image", image)
         _md = md
     return _md
 

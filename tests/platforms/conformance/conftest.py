@@ -10,9 +10,11 @@ import pytest
 from tests.fakes.llm import FakeLLM
 from tests.platforms.conformance.discord_driver import DiscordDriver
 from tests.platforms.conformance.driver import PlatformDriver
+from tests.platforms.conformance.matrix_driver import MatrixDriver
 from tests.platforms.conformance.slack_driver import SlackHttpDriver, SlackSocketDriver
 from tests.platforms.conformance.telegram_driver import TelegramDriver, TelegramWebhookDriver
 from tests.platforms.conformance.web_driver import WebDriver
+from tests.platforms.conformance.whatsapp_driver import WhatsAppDriver
 
 # One line per platform (per way of connecting to it): an adapter lands once its driver passes the suite.
 DRIVERS: dict[str, type[PlatformDriver]] = {
@@ -22,6 +24,8 @@ DRIVERS: dict[str, type[PlatformDriver]] = {
     "slack-socket": SlackSocketDriver,
     "slack-http": SlackHttpDriver,
     "discord": DiscordDriver,
+    "whatsapp": WhatsAppDriver,
+    "matrix": MatrixDriver,
 }
 
 

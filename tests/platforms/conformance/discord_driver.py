@@ -36,6 +36,7 @@ class DiscordDriver(PlatformDriver):
     limit = MAX_CHARS  # 2000 characters; the driver counts UTF-16 units, never fewer
     credential = True
     files = True
+    user_edits = True
     user = str(ALICE)
     chat = str(ALICE_DM)
 
@@ -82,6 +83,11 @@ class DiscordDriver(PlatformDriver):
         at = time.monotonic()
         msg = self.fake.user_message(ALICE_DM, ALICE, text, attachments=[self.fake.attachment(name, content)])
         return Event("message", self.chat, None, text, at, msg)
+
+    async def edit(self, event: Event, text: str) -> Event:
+        at = time.monotonic()
+        update = self.fake.user_edit(event.raw, text)
+        return Event("message", event.chat, event.thread, text, at, update)
 
     async def send_as_stranger(self, text: str) -> Event:
         at = time.monotonic()

@@ -78,6 +78,9 @@ class PlatformDriver(abc.ABC):
     # A code block shows its language (Telegram's pre entity, the web's fence); Slack's mrkdwn has none.
     shows_code_language: ClassVar[bool] = True
     files: ClassVar[bool] = False  # users can send the bot files (``send_file``)
+    # The bot can edit what it sent (WhatsApp's Cloud API cannot): streamed replies and decided prompts.
+    edits: ClassVar[bool] = True
+    user_edits: ClassVar[bool] = False  # users can edit what they sent, and the bot hears it (``edit``)
     user: ClassVar[str]  # the known user, the only one on the allowlist
     chat: ClassVar[str]  # a direct chat with the known user
 
@@ -152,6 +155,10 @@ class PlatformDriver(abc.ABC):
     async def send_file(self, text: str, name: str, content: bytes, *, delay: float = 0.0) -> Event:
         """The known user sends ``text`` with a file in the direct chat; its download takes ``delay`` seconds."""
         raise NotImplementedError(f"{self.name} takes no files")
+
+    async def edit(self, event: Event, text: str) -> Event:
+        """The known user edits the message they sent as ``event`` (a ``send``) to read ``text``."""
+        raise NotImplementedError(f"{self.name} has no edits")
 
     @abc.abstractmethod
     async def send_as_stranger(self, text: str) -> Event:

@@ -34,6 +34,7 @@ class SlackSocketDriver(PlatformDriver):
     credential = True
     shows_code_language = False  # mrkdwn code blocks have no language
     files = True
+    user_edits = True
     user = ALICE
     chat = DM
 
@@ -87,6 +88,12 @@ class SlackSocketDriver(PlatformDriver):
         at = time.monotonic()
         body = self.fake.message(self.chat, ALICE, text, files=[self.fake.add_file(content, name)])
         return await self._deliver(Event("message", self.chat, None, text, at, ("events_api", body)))
+
+    async def edit(self, event: Event, text: str) -> Event:
+        words = text if event.chat.startswith("D") else f"<@{BOT_USER}> {text}"
+        at = time.monotonic()
+        body = self.fake.edit(event.raw[1], words)
+        return await self._deliver(Event("message", event.chat, event.thread, text, at, ("events_api", body)))
 
     async def send_as_stranger(self, text: str) -> Event:
         at = time.monotonic()

@@ -29,6 +29,7 @@ class TelegramDriver(PlatformDriver):
     limit = MAX_UTF16  # 4096 UTF-16 code units of text, counted after the entities are taken out
     credential = True
     files = True
+    user_edits = True
     user = str(ALICE)
     chat = str(ALICE)  # a private chat's id is the user's
 
@@ -80,6 +81,12 @@ class TelegramDriver(PlatformDriver):
         update = self.fake.user_message(ALICE, text=None, caption=text, document={
             "file_id": file_id, "file_unique_id": file_id + "u", "file_name": name, "file_size": len(content)})
         return await self._deliver(Event("message", self.chat, None, text, at, update))
+
+    async def edit(self, event: Event, text: str) -> Event:
+        at = time.monotonic()
+        words = f"@{BOT_USERNAME} {text}" if int(event.chat) < 0 else text  # a group: still addressed to the bot
+        update = self.fake.user_edit(event.raw, words)
+        return await self._deliver(Event("message", event.chat, event.thread, text, at, update))
 
     async def send_as_stranger(self, text: str) -> Event:
         at = time.monotonic()

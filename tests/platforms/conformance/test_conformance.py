@@ -161,11 +161,14 @@ async def test_a_prompt_in_a_thread_is_edited_after_the_decision(driver: Platfor
     prompt = next(m for m in found if m.buttons)
     assert prompt.thread == thread
     deny = next(b for b in prompt.buttons if b.endswith(":d"))
-    await driver.press(prompt, deny)
-    found = await driver.wait_messages(chat, lambda ms: any(m.id == prompt.id and m.edits for m in ms))
-    edited = next(m for m in found if m.id == prompt.id)
-    assert edited.text.startswith("🚫 Denied by") and edited.buttons == []
-    assert edited.thread == thread
+    press = await driver.press(prompt, deny)
+    if driver.edits:
+        found = await driver.wait_messages(chat, lambda ms: any(m.id == prompt.id and m.edits for m in ms))
+        edited = next(m for m in found if m.id == prompt.id)
+        assert edited.text.startswith("🚫 Denied by") and edited.buttons == []
+        assert edited.thread == thread
+    else:  # the prompt stays as it was; the decision is said below it
+        await wait_until(lambda: any("Denied" in notice for notice in driver.notices(press)), what="the decision")
     # The model heard the answer, in the same thread; nothing ran.
     found = await driver.wait_messages(chat, lambda ms: any(m.text.startswith("tool said:") for m in ms))
     assert all(m.thread == thread for m in found)
@@ -186,7 +189,8 @@ async def test_a_reply_written_slowly_is_one_message_edited_in_place_in_its_thre
     await driver.wait_messages(chat, lambda ms: any(m.text == answer for m in ms), timeout=20)
     await asyncio.sleep(0.3)
     replies = [m for m in driver.messages(chat) if "piece0" in m.text]
-    assert [m.text for m in replies] == [answer] and replies[0].edits >= 1
+    # Without edits, no half-written reply shows: the whole answer comes once.
+    assert [m.text for m in replies] == [answer] and (replies[0].edits >= 1 or not driver.edits)
     assert replies[0].thread == thread
 
 

@@ -7,9 +7,9 @@ import discord
 import pytest
 
 from gateway.config import ConfigError, parse_config
-from gateway.platforms.base import PermanentError, RateLimited, TransientError
+from gateway.platforms.base import MaybeSent, PermanentError, RateLimited, TransientError
 from gateway.platforms.discord.outbound import render
-from gateway.platforms.discord.transport import NONCE_MAX, map_error, nonce
+from gateway.platforms.discord.transport import NONCE_MAX, NONCE_WINDOW, map_error, nonce
 
 
 def test_render_turns_tables_into_aligned_code_or_lists_and_leaves_code_alone() -> None:
@@ -41,6 +41,13 @@ def test_discord_errors_map_to_the_delivery_layers_classes() -> None:
     assert isinstance(map_error(unknown), PermanentError)
     assert isinstance(map_error(server), TransientError)
     assert isinstance(map_error(aiohttp.ClientConnectionError("reset")), TransientError)
+    # A connection that broke once the request may have been taken: a resend may show twice, unless the nonce
+    # (a channel message's, for a few minutes) makes Discord return the message it made.
+    refused = aiohttp.ConnectionTimeoutError("connecting took too long")
+    assert not isinstance(map_error(refused), MaybeSent) and isinstance(map_error(refused), TransientError)
+    cut = map_error(aiohttp.ServerDisconnectedError(), NONCE_WINDOW)
+    assert isinstance(cut, MaybeSent) and cut.recognised_for == NONCE_WINDOW
+    assert map_error(aiohttp.ClientOSError(104, "Connection reset by peer")).recognised_for == 0.0
     limited = map_error(discord.RateLimited(45.0))
     assert isinstance(limited, RateLimited) and limited.retry_after == 45.0
     limited = map_error(cloudflare)

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from gateway.config import parse_config, resolve_paths
+from gateway.outbound.delivery import RESENDING
 from gateway.platforms.base import Button, OutboundMessage
 from gateway.runner import GatewayRunner
 from tests.fakes.llm import FakeLLM, Reply, last_user_message, message_text
@@ -340,3 +341,18 @@ async def test_herald_help_lists_the_daily_commands_and_herald_retry_answers_in_
     assert [m.text for m in sent if m.text.startswith("🔁")] and all(
         m.ephemeral_to == ALICE for m in sent if m.text.startswith("🔁"))
     assert [message_text(m) for m in fake_llm.requests[-1]["messages"][1:]] == ["a question"]
+
+
+async def test_a_post_slack_took_before_its_connection_was_reset_is_announced_and_resent_once(
+        start_slack, fake_slack, fake_llm):
+    """slack_sdk's default retry handler sent such a post again by itself: two copies, not a word said. Delivery
+    owns the retry now: one message, the announcement, the resend; never an unannounced double."""
+    runner = await start_slack()
+    fake_slack.fail("chat.postMessage", "reset", channel=DM)
+    await say(fake_slack, DM, "hello")
+    await fake_slack.wait_sent(lambda sent: sum(m.text == "echo: hello" for m in sent) >= 2)
+    await say(fake_slack, DM, "and again")
+    await fake_slack.wait_sent(lambda sent: any(m.text == "echo: and again" for m in sent))
+    notice = runner.adapters["slack"].render(RESENDING)
+    assert [m.text for m in fake_slack.sent_to(DM)] == ["echo: hello", notice, "echo: hello", "echo: and again"]
+    assert fake_slack.calls.count("chat.postMessage") == 4

@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import select
 
 from gateway.config import parse_config, resolve_paths
+from gateway.outbound.delivery import RESENDING
 from gateway.platforms.base import Button, ButtonPress, OutboundMessage
 from gateway.platforms.telegram.adapter import TelegramAdapter
 from gateway.runner import GatewayRunner
@@ -187,12 +188,22 @@ async def test_blocked_by_the_user_is_recorded_not_retried_forever(start_tg, fak
     assert fake_tg.calls.count("sendMessage") == 1
 
 
-async def test_a_dropped_connection_while_sending_is_retried(start_tg, fake_tg):
+async def test_a_dropped_connection_while_sending_is_retried_and_the_resend_announced(start_tg, fake_tg):
+    """A connection closed without an answer may have carried the message (Telegram has no idempotency key, and
+    which it was cannot be seen from here): the resend is announced, and the answer shows once."""
     await start_tg()
     fake_tg.fail("sendMessage", "drop", chat_id=ALICE)
     fake_tg.user_message(ALICE, text="despite the drop")
     await fake_tg.wait_sent(lambda s: any(m.text == "echo: despite the drop" for m in s), timeout=10)
-    assert fake_tg.texts(ALICE) == ["echo: despite the drop"]
+    assert fake_tg.texts(ALICE) == [RESENDING, "echo: despite the drop"]
+
+
+async def test_a_message_telegram_took_before_the_connection_was_reset_shows_twice_only_announced(start_tg, fake_tg):
+    await start_tg()
+    fake_tg.fail("sendMessage", "taken-reset", chat_id=ALICE)
+    fake_tg.user_message(ALICE, text="hello")
+    await fake_tg.wait_sent(lambda s: sum(m.text == "echo: hello" for m in s) >= 2, timeout=10)
+    assert fake_tg.texts(ALICE) == ["echo: hello", RESENDING, "echo: hello"]
 
 
 async def test_polling_resumes_after_a_network_loss_and_readyz_shows_it(start_tg, fake_tg):

@@ -173,9 +173,13 @@ async def test_send_file_delivers_a_document_and_a_photo_once_after_the_text(sta
     assert (photo.method, photo.filename) == ("sendPhoto", "chart.png")
     assert text.text == "Here are the report and the chart."
     assert text.message_id < doc.message_id < photo.message_id  # the text first, then the files in order
-    rows = await runner.store.run_read(lambda conn: conn.exec_driver_sql(
-        "SELECT chunk_index, status FROM outbox ORDER BY id").all())
-    assert [tuple(r) for r in rows] == [(0, "sent"), (10_000, "sent"), (10_001, "sent")]
+
+    def rows(conn):
+        return [tuple(r) for r in conn.exec_driver_sql("SELECT chunk_index, status FROM outbox ORDER BY id").all()]
+
+    # The last upload's row is recorded once its answer came back: waited for, not read at once.
+    await wait_until(lambda: runner.store.run_read(
+        lambda c: rows(c) == [(0, "sent"), (10_000, "sent"), (10_001, "sent")]), what="every row sent")
 
 
 async def test_several_images_go_as_one_album(start, fake_tg, fake_llm):

@@ -63,6 +63,18 @@ def test_dangerous_links_and_images_are_not_rendered(link: str) -> None:
     assert 'href="data' not in html
 
 
+def test_only_the_chats_own_files_are_shown_as_images() -> None:
+    own = "/chat/files/" + "a" * 32 + "/chart.png?sig=" + "b" * 32
+    html = to_html(f'![the <b>chart</b>]({own}) and ![elsewhere](https://example.org/x.png)')
+    assert f'<img src="{own}" alt="the &lt;b&gt;chart&lt;/b&gt;" loading="lazy">' in html
+    assert '<a href="https://example.org/x.png" target="_blank" rel="noopener noreferrer">elsewhere</a>' in html
+    assert html.count("<img") == 1
+    # The address must be exactly a file's: another path of this site, or a file's without a signature, is not.
+    for other in ("/api/v1/status", "/chat/files/" + "a" * 32 + "/x.png",
+                  "/chat/files/../../web_token?sig=" + "b" * 32):
+        assert "<img" not in to_html(f"![x]({other})"), other
+
+
 async def _web_runner(make_runner: Any) -> tuple[Any, Any, str]:
     runner, _ = await make_runner({"platforms": {"web": {"enabled": True}}})
     return runner, runner.adapters["web"], f"http://127.0.0.1:{runner.http_port}"
@@ -103,6 +115,9 @@ async def test_favicon_and_the_token_form(make_runner: Any) -> None:
         async with http.get(base + "/") as r:
             page = await r.text()
     assert 'rel="icon" href="/favicon.svg"' in page
+    # Its script and style are files of its own, and its policy lets nothing else run.
+    assert "<script>" not in page and "<style>" not in page and 'src="/chat/static/chat.js"' in page
+    assert r.headers["Content-Security-Policy"].startswith("default-src 'self';")
     # Without a token the page asks for one and says where to get it.
     assert 'id="tokenform"' in page and "herald web-url" in page
 

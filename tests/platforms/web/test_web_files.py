@@ -1,15 +1,17 @@
-"""The web chat's files: the owner uploads (a pasted screenshot) and the model sees the image; files the agent
-sends are links behind the token (an image shown inline by the page), once — also when the delivery is
-resumed after a crash that fell between storing the file's message and recording it in the outbox."""
+"""The web chat's files through the media pipeline: a screenshot the owner uploads with a message reaches a
+vision model as an image; files the agent sends come back as the chat's files (their addresses signed with the
+token), once — also when the delivery is resumed after a crash that fell between storing the file's message
+and recording it in the outbox (the web chat de-duplicates under the same key)."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import aiohttp
 from sqlalchemy import update
 
+from gateway.media.outgoing import files_sent
+from gateway.platforms.base import OutboundMessage
 from gateway.storage.tables import inbox, outbox
 from tests.fakes.llm import Reply, ToolCall
 from tests.support.media import image_bytes, image_parts, workspace_with
@@ -29,67 +31,45 @@ async def _messages(http: aiohttp.ClientSession, base: str, chat: str) -> list[d
 
 async def test_an_uploaded_screenshot_reaches_a_vision_model(make_runner: Any, fake_llm: Any) -> None:
     _runner, _web, base, headers = await _start(make_runner, vision=True)
+    form = aiohttp.FormData()
+    form.add_field("user_id", "owner")
+    form.add_field("text", "what does this say?")
+    form.add_field("file", image_bytes(), filename="screenshot.png", content_type="image/png")
     async with aiohttp.ClientSession(headers=headers) as http:
-        async with http.post(f"{base}/api/v1/uploads?name=screen shot.png", data=image_bytes()) as r:
-            assert r.status == 201
-            upload = await r.json()
-        assert upload["name"] == "screen_shot.png"
-        async with http.post(f"{base}/api/v1/messages", json={"chat_id": "c", "user_id": "owner", "text": "",
-                                                              "files": [upload["file"]]}) as r:
-            assert r.status == 202
+        async with http.post(f"{base}/api/v1/chats/c/messages", data=form) as r:
+            assert r.status == 202, await r.text()
         await wait_until(lambda: fake_llm.requests, what="the model asked")
-        [url] = image_parts(fake_llm.requests[0])
-        assert url.startswith("data:image/")
-        msgs = await wait_until(lambda: _messages(http, base, "c"), what="the chat log")
-        assert msgs[0]["text"] == "📎 screen_shot.png"
-        async with http.post(f"{base}/api/v1/messages", json={"chat_id": "c", "user_id": "owner", "text": "x",
-                                                              "files": ["../../etc/passwd"]}) as r:
-            assert r.status == 400
-    async with aiohttp.ClientSession() as anonymous, anonymous.post(f"{base}/api/v1/uploads?name=a.png",
-                                                                   data=b"x") as r:
-        assert r.status == 401
+    [url] = image_parts(fake_llm.requests[0])
+    assert url.startswith("data:image/")
 
 
-async def test_send_file_is_a_link_behind_the_token_and_shown_once(make_runner: Any, fake_llm: Any) -> None:
+async def test_send_file_is_a_file_of_the_chat_shown_once(make_runner: Any, fake_llm: Any) -> None:
     runner, web, base, headers = await _start(make_runner)
     workspace_with(runner, {"data.csv": b"a,b\n1,2\n", "pic.png": image_bytes(30, 20)})
-    fake_llm.script(ToolCall("send_file", {"path": "data.csv"}), ToolCall("send_file", {"path": "pic.png",
-                                                                                      "caption": "a *pic*"}),
-                    Reply("Both files."))
+    fake_llm.script(ToolCall("send_file", {"path": "data.csv"}),
+                    ToolCall("send_file", {"path": "pic.png", "caption": "a *pic*"}), Reply("Both files."))
     async with aiohttp.ClientSession(headers=headers) as http:
         async with http.post(f"{base}/api/v1/messages", json={"chat_id": "c", "user_id": "owner",
                                                               "text": "files please"}) as r:
             assert r.status == 202
-        msgs = await wait_until(lambda: _files_shown(http, base, 2), what="two files in the chat")
-        texts = [m["text"] for m in msgs if m["role"] == "assistant"]
-        assert texts[0] == "Both files."
-        assert texts[1].startswith("📎 [data.csv](/api/v1/files/") and texts[1].endswith("(8 bytes)")
-        assert texts[2].startswith("🖼 [pic.png](/api/v1/files/") and texts[2].endswith("a *pic*")
-        link = texts[2].split("](", 1)[1].split(")", 1)[0]
-        async with http.get(base + link) as r:
-            assert r.status == 200 and r.content_type == "image/png" and await r.read() == image_bytes(30, 20)
-        csv = texts[1].split("](", 1)[1].split(")", 1)[0]
-        async with http.get(base + csv) as r:
-            assert r.content_type == "application/octet-stream" and "attachment" in r.headers["Content-Disposition"]
+
+        async def shown() -> list[dict[str, Any]] | None:
+            msgs = [m for m in await _messages(http, base, "c") if m["role"] == "assistant"]
+            return msgs if sum(bool(m.get("files")) for m in msgs) == 2 else None
+
+        answer, csv, pic = await wait_until(shown, what="the answer and two files")
+        assert answer["text"] == "Both files."
+        assert csv["files"][0]["name"] == "data.csv" and pic["files"][0]["name"] == "pic.png"
+        assert pic["text"] == "a *pic*"
+        async with http.get(base + pic["files"][0]["url"]) as r:
+            assert r.status == 200 and await r.read() == image_bytes(30, 20)
         # A crash between the file's message and its outbox record: delivery sends it again under its key.
         inbox_id = await runner.store.run_read(lambda c: c.execute(inbox.select()).first().id)
         await runner.store.run_write(lambda c: c.execute(update(outbox).where(outbox.c.chunk_index >= 10_000)
                                                          .values(status="sending")))
         await runner.store.run_write(lambda c: c.execute(update(inbox).values(status="replied")))
-        from gateway.media.outgoing import files_sent
-        from gateway.platforms.base import OutboundMessage
-
         files = files_sent(await runner.store.messages.turn_messages(inbox_id))
         await runner.delivery.deliver(web, "c", OutboundMessage("Both files.", attachments=files), inbox_id,
                                       resume=True, finish_inbox=True)
-        after = [m["text"] for m in await _messages(http, base, "c") if m["role"] == "assistant"]
-        assert after == texts  # nothing shown twice, no "may repeat" notice: the web chat de-duplicates
-    async with aiohttp.ClientSession() as anonymous, anonymous.get(base + link) as r:
-        assert r.status == 401
-
-
-async def _files_shown(http: aiohttp.ClientSession, base: str, n: int) -> list[dict[str, Any]] | None:
-    msgs = await _messages(http, base, "c")
-    shown = [m for m in msgs if m["role"] == "assistant" and "/api/v1/files/" in m["text"]]
-    await asyncio.sleep(0)
-    return msgs if len(shown) >= n else None
+        after = [m for m in await _messages(http, base, "c") if m["role"] == "assistant"]
+        assert [m["id"] for m in after] == [answer["id"], csv["id"], pic["id"]]  # nothing twice, no notice

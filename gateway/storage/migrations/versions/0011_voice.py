@@ -1,7 +1,7 @@
 """Voice replies: each session's /voice setting ("on" = answers also come as a voice note; null = off).
 
-Revision ID: 0006
-Revises: 0005
+Revision ID: 0011
+Revises: 0010
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006"
-down_revision = "0005"
+revision = "0011"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 

@@ -21,8 +21,10 @@ from gateway.media import jpeg
 from gateway.media.sniff import HEAD, BadMedia, sniff
 
 CACHE_BYTES = 8 * 1024 * 1024
-# An image from an earlier turn is sent again at most this large (the model saw it whole when it came).
+# An image from an earlier turn is sent again at most this large, and coarser (the model saw it whole when it
+# came): every later request of the conversation carries it, and the cache keeps it.
 HISTORY_PX = 512
+HISTORY_QUALITY = 70
 _FORMATS = {"image/png": "PNG", "image/jpeg": "JPEG", "image/gif": "GIF", "image/webp": "WEBP", "image/bmp": "BMP"}
 
 
@@ -76,7 +78,7 @@ class ImagePrep:
                 if stripped is not None:
                     img.draft("RGB", (HISTORY_PX, HISTORY_PX))
                     img.thumbnail((HISTORY_PX, HISTORY_PX), Image.Resampling.LANCZOS)
-                    return _data_url("image/jpeg", stripped), _data_url(*_encoded(img, HISTORY_PX))
+                    return _data_url("image/jpeg", stripped), _data_url(*_encoded(img, HISTORY_PX, HISTORY_QUALITY))
             try:
                 if img.format == "JPEG":  # decode at a fraction of the size when that is all that is needed
                     px = self.max_px if whole else min(HISTORY_PX, self.max_px)
@@ -85,7 +87,7 @@ class ImagePrep:
                 ImageOps.exif_transpose(img, in_place=True)  # no copy of a decoded photo: tens of MB
                 full = _data_url(*_encoded(img, self.max_px)) if whole else None
                 img.thumbnail((HISTORY_PX, HISTORY_PX), Image.Resampling.LANCZOS)
-                return full, _data_url(*_encoded(img, HISTORY_PX))
+                return full, _data_url(*_encoded(img, HISTORY_PX, HISTORY_QUALITY))
             except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
                 raise BadMedia("the image is damaged and cannot be read") from exc
 
@@ -126,7 +128,7 @@ class ImagePrep:
         return img
 
 
-def _encoded(img: Any, px: int) -> tuple[str, bytes]:
+def _encoded(img: Any, px: int, quality: int = 85) -> tuple[str, bytes]:
     """``img`` within ``px`` on its long side, as JPEG (PNG where it has transparency), with no metadata (no info
     dict, no EXIF is passed to ``save``)."""
     from PIL import Image
@@ -140,7 +142,7 @@ def _encoded(img: Any, px: int) -> tuple[str, bytes]:
     if alpha:
         (img if img.mode == "RGBA" else img.convert("RGBA")).save(out, "PNG", optimize=True)
         return "image/png", out.getvalue()
-    (img if img.mode in ("RGB", "L") else img.convert("RGB")).save(out, "JPEG", quality=85)
+    (img if img.mode in ("RGB", "L") else img.convert("RGB")).save(out, "JPEG", quality=quality)
     return "image/jpeg", out.getvalue()
 
 

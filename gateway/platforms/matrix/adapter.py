@@ -24,10 +24,12 @@ import structlog
 from gateway.kernel.chunking import MARKDOWN
 from gateway.platforms.base import (
     AdapterContext,
+    Attachment,
     ButtonPress,
     Capabilities,
     FileUnavailable,
     InboundMessage,
+    OutboundMessage,
     PlatformAdapter,
     ShuttingDown,
     Source,
@@ -386,9 +388,17 @@ class MatrixAdapter(PlatformAdapter):
         await self.media.download(str(ref.get("mxc") or ""), target, cap_mb, ref.get("encrypted"))
         return str(target)
 
-    async def send_file(self, chat_id: str, path: str | Path, *, filename: str | None = None, mime: str | None = None,
-                        caption: str | None = None, thread_id: str | None = None, reply_to: str | None = None,
+    async def send_file(self, chat_id: str, attachment: Attachment, message: OutboundMessage,
                         idempotency_key: str | None = None) -> list[str]:
-        """A file from ``path`` into the chat (the content repository's upload, then its message); its ids."""
-        return await self.outbound.send_file(chat_id, path, filename=filename, mime=mime, caption=caption,
-                                             thread_id=thread_id, reply_to=reply_to, idempotency_key=idempotency_key)
+        """A file into the chat (the content repository's upload, then its message, in ``message``'s thread);
+        its ids."""
+        return await self.outbound.send_file(chat_id, attachment.path, filename=attachment.filename,
+                                             mime=attachment.mime, caption=attachment.caption,
+                                             thread_id=message.thread_id, reply_to=message.reply_to,
+                                             idempotency_key=idempotency_key)
+
+    async def file_limit(self, chat_id: str) -> int:
+        # The homeserver says its upload limit (m.upload.size); one that does not say takes what it takes, and a
+        # refusal then names its size and limit (outbound.too_big).
+        limit = await self.media.upload_limit() if self.media is not None else None
+        return limit if limit is not None else 1 << 40

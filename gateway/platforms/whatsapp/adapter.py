@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import hmac
 from collections import OrderedDict
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -31,6 +30,7 @@ from gateway.kernel.configbase import secret
 from gateway.kernel.untrusted import bad_request, parse_object
 from gateway.platforms.base import (
     AdapterContext,
+    Attachment,
     ButtonPress,
     Capabilities,
     CredentialRejected,
@@ -45,7 +45,7 @@ from gateway.platforms.base import (
 )
 from gateway.platforms.whatsapp.inbound import SIGNATURE_HEADER, Malformed, Status, WhatsAppInbound, verified
 from gateway.platforms.whatsapp.markup import WHATSAPP
-from gateway.platforms.whatsapp.outbound import MAX_TEXT, WhatsAppOutbound
+from gateway.platforms.whatsapp.outbound import LIMITS, MAX_TEXT, WhatsAppOutbound
 from gateway.platforms.whatsapp.transport import (
     PAIR_RATE_LIMIT,
     RE_ENGAGEMENT,
@@ -321,9 +321,15 @@ class WhatsAppAdapter(PlatformAdapter):
             raise FileUnavailable(f"the download answered HTTP {exc.status}") from None
         return str(target)
 
-    async def send_file(self, chat_id: str, path: str | Path, filename: str, mime: str, caption: str = "",
-                        *, reply_to: str | None = None) -> list[str]:
-        """Upload ``path`` (/media) and send it by id, with ``caption``: the message ids. ``DeliveryError`` as
-        ``send`` raises them (a ``PermanentError`` names the size and the limit of a file too big)."""
-        return await self.outbound.send_file(chat_id, path, filename, mime, caption, reply_to=reply_to)
+    async def send_file(self, chat_id: str, attachment: Attachment, message: OutboundMessage,
+                        idempotency_key: str | None = None) -> list[str]:
+        """Upload the file (/media) and send it by id, with its caption: the message ids. ``DeliveryError`` as
+        ``send`` raises them (a ``PermanentError`` names the size and the limit of a file too big for its kind)."""
+        return await self.outbound.send_file(chat_id, attachment.path, attachment.filename, attachment.mime,
+                                             attachment.caption or "", reply_to=message.reply_to)
+
+    async def file_limit(self, chat_id: str) -> int:
+        # The largest any kind takes (a document); a smaller kind's limit (an image's 5 MB) is met by sending it
+        # as a document, and past that send_file names the size and the limit.
+        return max(LIMITS.values())
 

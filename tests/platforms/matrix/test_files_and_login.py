@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from gateway.kernel.logs import redact
-from gateway.platforms.base import PermanentError
+from gateway.platforms.base import Attachment, OutboundMessage, PermanentError
 from gateway.platforms.matrix import SESSION_FILE
 from tests.fakes.llm import FakeLLM, last_user_message, message_text
 from tests.fakes.matrix_api import BOT, FakeMatrix
@@ -58,7 +58,8 @@ async def test_a_file_goes_out_through_the_content_repository_in_its_thread(star
     picture = tmp_path / "chart.png"
     picture.write_bytes(b"\x89PNG chart")
     root = fake_mx.user_message(room, ALICE, "a thread")["event_id"]
-    [event_id] = await adapter(runner).send_file(room, picture, caption="The **chart**", thread_id=root,
+    chart = Attachment(str(picture), "chart.png", "image/png", caption="The **chart**", kind="image")
+    [event_id] = await adapter(runner).send_file(room, chart, OutboundMessage("", thread_id=root),
                                                  idempotency_key="file-1")
     sent = fake_mx.by_id[event_id]
     assert sent.content["msgtype"] == "m.image" and sent.content["filename"] == "chart.png"
@@ -67,10 +68,11 @@ async def test_a_file_goes_out_through_the_content_repository_in_its_thread(star
     media_id = sent.content["url"].rpartition("/")[2]
     assert fake_mx.media[media_id][1] == b"\x89PNG chart"
     # Sent again under the same key (a crash before the outbox knew): the homeserver's transaction, no copy.
-    assert await adapter(runner).send_file(room, picture, idempotency_key="file-1") == [event_id]
+    assert await adapter(runner).send_file(room, chart, OutboundMessage("", thread_id=root),
+                                           idempotency_key="file-1") == [event_id]
     fake_mx.upload_limit = 5
     with pytest.raises(PermanentError, match=r"chart.png is 10 bytes, over the homeserver's 5 bytes limit"):
-        await adapter(runner).send_file(room, picture)
+        await adapter(runner).send_file(room, chart, OutboundMessage(""))
 
 
 async def test_a_password_logs_in_once_and_the_device_is_kept_in_the_profile(

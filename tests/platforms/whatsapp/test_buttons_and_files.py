@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.platforms.base import Button, ButtonPress, OutboundMessage, PermanentError
+from gateway.platforms.base import Attachment, Button, ButtonPress, OutboundMessage, PermanentError
 from gateway.platforms.whatsapp import outbound
 from tests.fakes.llm import last_user_message, message_text
 from tests.platforms.whatsapp.conftest import ALICE, BOB
@@ -127,8 +127,10 @@ async def test_files_go_out_uploaded_then_sent_by_id(start_whatsapp, fake_whatsa
     report.write_text("a,b\n1,2\n")
     chart = tmp_path / "chart.png"
     chart.write_bytes(b"\x89PNG fake")
-    [doc] = await adapter.send_file(ALICE, report, "report.csv", "text/csv", "the **numbers**")
-    [image] = await adapter.send_file(ALICE, chart, "chart.png", "image/png")
+    [doc] = await adapter.send_file(ALICE, Attachment(str(report), "report.csv", "text/csv", "the **numbers**"),
+                                    OutboundMessage(""))
+    [image] = await adapter.send_file(ALICE, Attachment(str(chart), "chart.png", "image/png", kind="image"),
+                                      OutboundMessage(""))
     by_id = {m.id: m for m in fake_whatsapp.sent}
     assert (by_id[doc].type, by_id[doc].text, by_id[doc].media) == ("document", "the *numbers*",
                                                                    ("report.csv", b"a,b\n1,2\n"))
@@ -139,8 +141,9 @@ async def test_files_go_out_uploaded_then_sent_by_id(start_whatsapp, fake_whatsa
     monkeypatch.setitem(outbound.LIMITS, "document", 4)
     monkeypatch.setitem(outbound.LIMITS, "image", 4)
     with pytest.raises(PermanentError, match=r"chart\.png is 0\.0 MB, and WhatsApp takes files up to 0 MB"):
-        await adapter.send_file(ALICE, chart, "chart.png", "image/png")
+        await adapter.send_file(ALICE, Attachment(str(chart), "chart.png", "image/png", kind="image"),
+                                OutboundMessage(""))
     # Outside the window a file cannot go at all (templates carry words).
     with pytest.raises(PermanentError, match="24 hours"):
-        await adapter.send_file(BOB, report, "report.csv", "text/csv")
+        await adapter.send_file(BOB, Attachment(str(report), "report.csv", "text/csv"), OutboundMessage(""))
     assert len(fake_whatsapp.uploads) == 2

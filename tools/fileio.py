@@ -9,7 +9,7 @@ import os
 import stat
 import threading
 
-from tools.sandbox import Refused, within
+from tools.sandbox import Refused, SandboxPolicy, resolve_for_read, within
 
 
 def _open_dir_chain(real_dir: str, create_from: str | None = None) -> int:
@@ -103,3 +103,25 @@ def write_atomically(real: str, data: bytes, workspace: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp, dir_fd=dfd)
         os.close(dfd)
+
+
+class CannotOpen(Exception):
+    """Why a file asked for by the agent cannot be opened, in words for the model."""
+
+
+def open_asked(asked: str, policy: SandboxPolicy, tool: str = "read_file") -> tuple[str, int]:
+    """The real path and an open descriptor of the file the agent named (``asked``), resolved the way the sandbox
+    shows it (``resolve_for_read``) and opened without following a symlink; ``CannotOpen`` says why not."""
+    try:
+        real = resolve_for_read(asked, policy, tool=tool)
+        return real, open_for_read(real)
+    except Refused as exc:
+        raise CannotOpen(str(exc)) from None
+    except FileNotFoundError:
+        raise CannotOpen(f"file not found: {asked}") from None
+    except IsADirectoryError:
+        raise CannotOpen(f"{asked} is a directory") from None
+    except PermissionError:
+        raise CannotOpen(f"permission denied: {asked}") from None
+    except OSError as exc:
+        raise CannotOpen(f"cannot read {asked}: {exc.strerror or exc}") from None

@@ -13,9 +13,9 @@ import json
 import os
 from typing import Any
 
-from tools.fileio import open_for_read, write_atomically
+from tools.fileio import CannotOpen, open_asked, write_atomically
 from tools.registry import ToolContext, code, error, tool
-from tools.sandbox import Refused, context_policy, resolve_for_read, resolve_for_write
+from tools.sandbox import Refused, context_policy, resolve_for_write
 
 MAX_READ_BYTES = 10 * 1024 * 1024
 DEFAULT_LIMIT = 2000
@@ -59,18 +59,9 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> str:
         return error(str(exc))
     asked = str(args["path"])
     try:
-        path = resolve_for_read(asked, context_policy(ctx))
-        fd = open_for_read(path)
-    except Refused as exc:
+        path, fd = open_asked(asked, context_policy(ctx))
+    except CannotOpen as exc:
         return error(str(exc))
-    except FileNotFoundError:
-        return error(f"file not found: {asked}")
-    except IsADirectoryError:
-        return error(f"{asked} is a directory")
-    except PermissionError:
-        return error(f"permission denied: {asked}")
-    except OSError as exc:
-        return error(f"cannot read {asked}: {exc.strerror or exc}")
     with os.fdopen(fd, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size > MAX_READ_BYTES:

@@ -13,9 +13,9 @@ import os
 import stat
 from typing import Any
 
-from tools.fileio import open_for_read
+from tools.fileio import CannotOpen, open_asked
 from tools.registry import ToolContext, code, error, tool
-from tools.sandbox import Refused, context_policy, resolve_for_read, within
+from tools.sandbox import context_policy, within
 
 CAPTION_MAX = 1000
 
@@ -50,20 +50,12 @@ def send_file(args: dict[str, Any], ctx: ToolContext) -> str:
     policy = context_policy(ctx)
     ws = os.path.realpath(policy.workspace)
     try:
-        real = resolve_for_read(asked, policy, tool="send_file")
-        if real == ws or not within(real, ws):
-            return error(f"send_file sends only files inside the workspace {ws}; {asked} resolves to {real}")
-        fd = open_for_read(real)
-    except Refused as exc:
+        real, fd = open_asked(asked, policy, tool="send_file")
+    except CannotOpen as exc:
         return error(str(exc))
-    except FileNotFoundError:
-        return error(f"file not found: {asked}")
-    except IsADirectoryError:
-        return error(f"{asked} is a directory")
-    except PermissionError:
-        return error(f"permission denied: {asked}")
-    except OSError as exc:
-        return error(f"cannot read {asked}: {exc.strerror or exc}")
+    if real == ws or not within(real, ws):
+        os.close(fd)
+        return error(f"send_file sends only files inside the workspace {ws}; {asked} resolves to {real}")
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol
 
 import structlog
 
-from gateway.outbound.streaming.progress import tool_line
+from gateway.outbound.streaming.progress import ShowsTheTurn, tool_line
 
 log = structlog.get_logger("herald.streaming")
 
@@ -39,7 +39,7 @@ class TextSink(Protocol):
     def progress(self, line: str) -> None: ...
 
 
-class DirectReply:
+class DirectReply(ShowsTheTurn):
     opened = False  # no message was opened: delivery sends the final reply as it would without streaming
     interval = 0.0
 
@@ -55,22 +55,6 @@ class DirectReply:
         self._waiting_calls: list[str] = []  # lines of the current batch's calls not yet started
         self._signalled = False
         self.visible = False
-
-    def callbacks(self, callbacks: Any) -> Any:
-        """The agent's ``TurnCallbacks`` with this reply listening: text pieces, and steps once stored."""
-        store_step = callbacks.on_step
-
-        def on_step(messages: list[dict[str, Any]]) -> None:
-            store_step(messages)  # stored first: a refused step (the turn was stopped) shows nothing
-            try:
-                self.step(messages)
-            except Exception:  # the display must never cost the turn
-                log.exception("stream_step_failed")
-
-        callbacks.on_step = on_step
-        callbacks.on_text = self.text
-        callbacks.on_text_restart = self.restart
-        return callbacks
 
     # ---- thread side -------------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ import structlog
 
 from gateway.kernel.chunking import chunk_text, to_plain
 from gateway.outbound.delivery import Delivery
-from gateway.outbound.streaming.progress import Line, compose, tool_line
+from gateway.outbound.streaming.progress import Line, ShowsTheTurn, compose, tool_line
 from gateway.platforms.base import (
     Accepted,
     DeliveryError,
@@ -58,7 +58,7 @@ class _Shown:
     text: str | None  # as last sent or edited (None: unknown, adopted after a restart)
 
 
-class LiveReply:
+class LiveReply(ShowsTheTurn):
     def __init__(self, adapter: PlatformAdapter, delivery: Delivery, item: Accepted, interval: float,
                  verbose: Callable[[], str], describe: Callable[[str], Any], secret_values: Callable[[], list[str]],
                  loop: asyncio.AbstractEventLoop, waiting: Callable[[], bool] = lambda: False) -> None:
@@ -96,22 +96,6 @@ class LiveReply:
         self._closing = False
         self.disabled = False  # the platform refused: the final reply goes out as usual
         self.opened = False  # a message was (or had been, before a restart) opened for this reply
-
-    def callbacks(self, callbacks: Any) -> Any:
-        """The agent's ``TurnCallbacks`` with this reply listening: text pieces, and steps once stored."""
-        store_step = callbacks.on_step
-
-        def on_step(messages: list[dict[str, Any]]) -> None:
-            store_step(messages)  # stored first: a refused step (the turn was stopped) shows nothing
-            try:
-                self.step(messages)
-            except Exception:  # the display must never cost the turn
-                log.exception("stream_step_failed")
-
-        callbacks.on_step = on_step
-        callbacks.on_text = self.text
-        callbacks.on_text_restart = self.restart
-        return callbacks
 
     # ---- thread side -------------------------------------------------------------------------------
 

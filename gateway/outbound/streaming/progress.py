@@ -61,3 +61,34 @@ def compose(lines: list[Line], text: str, verbose: str) -> str:
     if text.strip():
         parts.append(text)
     return "\n\n".join(parts)
+
+
+class ShowsTheTurn:
+    """A reply that shows a turn as it is written (``LiveReply``, ``DirectReply``): it listens to the agent's text
+    pieces and to its steps once they are stored. Subclasses give ``text``, ``restart`` and ``step``."""
+
+    def text(self, piece: str) -> None:
+        raise NotImplementedError
+
+    def restart(self) -> None:
+        raise NotImplementedError
+
+    def step(self, messages: list[dict[str, Any]]) -> None:
+        raise NotImplementedError
+
+    def callbacks(self, callbacks: Any) -> Any:
+        """The agent's ``TurnCallbacks`` with this reply listening: text pieces, and steps once stored."""
+        store_step = callbacks.on_step
+
+        def on_step(messages: list[dict[str, Any]]) -> None:
+            store_step(messages)  # stored first: a refused step (the turn was stopped) shows nothing
+            try:
+                self.step(messages)
+            except Exception:  # the display must never cost the turn
+                structlog.get_logger("herald.streaming").exception("stream_step_failed")
+
+        callbacks.on_step = on_step
+        callbacks.on_text = self.text
+        callbacks.on_text_restart = self.restart
+        return callbacks
+

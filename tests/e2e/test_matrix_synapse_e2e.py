@@ -31,7 +31,8 @@ import pytest
 import yaml
 
 from tests.e2e import conftest as e2e
-from tests.e2e.conftest import Herald, free_port, wait_until
+from tests.e2e.conftest import Herald, free_port
+from tests.support.polling import wait_until_sync as wait_until
 
 pytestmark = [
     pytest.mark.e2e,

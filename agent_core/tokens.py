@@ -39,10 +39,21 @@ def estimate_messages(messages: list[dict[str, Any]]) -> int:
     return sum(estimate_message(m) for m in messages if m)
 
 
+# The registry hands out one shared list per tool set (tools/registry.py): counting its JSON once per list,
+# not once per model call, saves serialising every schema before each call.
+_counted: tuple[list[dict[str, Any]], int] | None = None
+
+
 def estimate_tools(tools: list[dict[str, Any]] | None) -> int:
+    global _counted
     if not tools:
         return 0
-    return estimate_text(json.dumps(tools, ensure_ascii=False, separators=(",", ":")))
+    counted = _counted
+    if counted is not None and counted[0] is tools:
+        return counted[1]
+    estimate = estimate_text(json.dumps(tools, ensure_ascii=False, separators=(",", ":")))
+    _counted = (tools, estimate)
+    return estimate
 
 
 def estimate_request(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:

@@ -80,7 +80,10 @@ def run(config: Annotated[str | None, typer.Option("--config", "-c", help="path 
     # The loop gives up the GIL at every socket call and must win it back from busy turn threads; at the
     # default 5 ms switch interval each of those waits shows up as loop lag and ingress latency.
     sys.setswitchinterval(0.001)
-    code = asyncio.run(_serve(cfg, paths))
+    # uvloop: the same loop in C (libuv); measured 5-6% less daemon CPU per message than asyncio's own.
+    import uvloop
+
+    code = uvloop.run(_serve(cfg, paths))
     # Abandoned turns may still sit in a blocking call in a worker thread; don't let them hold the exit.
     sys.stdout.flush()
     sys.stderr.flush()

@@ -248,12 +248,25 @@ class TurnExecutor:
                                       journal, slot, meter, live, _SteeredFor(lane, turn))
         try:
             await asyncio.wait({future, turn.abandoned}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            await self._record_usage(meter, journal.session_id, item.inbox_id, source.platform, source.user_id)
+            raise
         finally:
             if typing:
                 typing.cancel()
             lane.turn = None
             slot.finish()
-            await self._record_usage(meter, journal.session_id, item.inbox_id, source.platform, source.user_id)
+        # Queued, not awaited here: the turn's next write joins it in one commit (the store's group commit).
+        recorded = asyncio.ensure_future(self._record_usage(meter, journal.session_id, item.inbox_id,
+                                                            source.platform, source.user_id))
+        try:
+            await self._after_agent(adapter, item, journal, turn, future, live, session)
+        finally:
+            await recorded
+
+    async def _after_agent(self, adapter: PlatformAdapter, item: Accepted, journal: TurnJournal, turn: Turn,
+                           future: asyncio.Future[Any], live: Any, session: dict[str, Any]) -> None:
+        source = item.msg.source
         if turn.abandoned.done() and not future.done():
             future.add_done_callback(_swallow)
             await self._abandoned(adapter, item, journal, turn.abandoned.result(), turn.last_step, live, counted=True)

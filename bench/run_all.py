@@ -92,7 +92,8 @@ KEY_FIGURES = {
     "daemon CPU per message": "CPU/msg", "daemon CPU per request": "CPU/req",
     "daemon RSS at end / peak (HWM)": "RSS end/peak", "daemon RSS idle / end / peak": "RSS idle/end/peak",
     "start to first answered message": "start to first answer",
-    "loop lag p99 during the load": "loop lag p99 beside the slow turns",
+    "loop lag p99 during the load": "loop lag p99",
+    "loop lag p99 with the slow turns": "loop lag p99 with the slow turns",
 }
 LOST = re.compile(r"^\s+(?:lost|lost messages|missing or wrong answers)\s+(\d+)\b", re.MULTILINE)
 TWICE = re.compile(r"^\s+(?:messages )?answered more than once\s+(\d+)\b", re.MULTILINE)

@@ -226,7 +226,7 @@ def key_figures(outcome: Outcome) -> str:
     if found:
         shown.append(f"lost {lost}, twice {twice}")
     if not shown:  # the benches that print a few lines rather than rows: those lines are their figures
-        shown = [line.strip() for line in outcome.output.splitlines() if line.strip()][-3:]
+        shown = [" ".join(line.split()) for line in outcome.output.splitlines() if line.strip()][-3:]
     return "; ".join(shown).replace("|", "/")
 
 

@@ -47,8 +47,11 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
+# Every bench at small sizes, one at a time (about a minute and a half); writes bench/RESULTS.md.
+# `make bench BENCH_ARGS="--only telegram,discord"` for some of them.
+BENCH_ARGS ?=
 bench: $(STAMP)
-	$(BIN)/python bench/web_load.py
+	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
 
 # The crash-and-fault suite at full length (20 kills in a row, minute-long model and platform outages);
 # the default `make test` runs the same tests short.

@@ -37,7 +37,7 @@ FIRST_USER = 400_000_000_000_000_000
 async def run(args: argparse.Namespace) -> int:
     dc = FakeDiscord()
     talk = Conversations()
-    users = [FIRST_USER + n for n in range(args.chats)]
+    users = [FIRST_USER + n for n in range(args.chats + args.slow_turns)]
     channels = [dc.dm(user) for user in users]  # one DM each, opened before the clock starts
 
     def on_send(sent: Sent) -> None:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -132,6 +134,7 @@ class Daemon:
             cmd = [str(HERALD_BIN), "run"]
         self._out = open(self.home / "stdout.txt", "wb")  # noqa: SIM115 - closed in stop()
         self._err = open(self.home / "stderr.txt", "wb")  # noqa: SIM115
+        self.started = time.perf_counter()  # the start-up figures run from here
         try:
             self.proc = subprocess.Popen(cmd, cwd=REPO, env=environ, stdin=subprocess.DEVNULL, stdout=self._out,
                                          stderr=self._err)
@@ -175,6 +178,12 @@ class Daemon:
     def stderr(self) -> str:
         return (self.home / "stderr.txt").read_text(errors="replace")
 
+    def metrics(self) -> str:
+        """The daemon's GET /metrics (Prometheus text); blocking, so a bench whose fake runs on its loop calls
+        it through asyncio.to_thread."""
+        with urllib.request.urlopen(self.url + "/metrics", timeout=10) as resp:
+            return resp.read().decode()
+
     def stop(self) -> int | None:
         """SIGTERM, as a service manager stops it, and its exit code; killed if it has not exited in 30 s."""
         try:
@@ -189,6 +198,38 @@ class Daemon:
         finally:
             self._out.close()
             self._err.close()
+
+
+def metric(text: str, name: str) -> float | None:
+    """One sample's value from /metrics text (the first, whatever its labels); None if it is not there."""
+    m = re.search(rf"^{re.escape(name)}(?:{{[^}}]*}})?\s+([0-9.eE+-]+|NaN)\s*$", text, re.MULTILINE)
+    return float(m.group(1)) if m else None
+
+
+def _buckets(text: str, name: str) -> list[tuple[float, float]]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return sorted((float(s.labels["le"]), s.value) for f in text_string_to_metric_families(text) if f.name == name
+                  for s in f.samples if s.name == f"{name}_bucket")
+
+
+def histogram_quantile(text: str, name: str, q: float, since: str | None = None) -> float:
+    """Like Prometheus' histogram_quantile(): linear inside the bucket the quantile falls in. ``since``: an earlier
+    /metrics text, whose counts are taken away, so the quantile is of what was observed between the two."""
+    buckets = _buckets(text, name)
+    if since is not None:
+        before = dict(_buckets(since, name))
+        buckets = [(upper, count - before.get(upper, 0.0)) for upper, count in buckets]
+    if not buckets or buckets[-1][1] == 0:
+        return float("nan")
+    rank, lower, below = q * buckets[-1][1], 0.0, 0.0
+    for upper, count in buckets:
+        if count >= rank:
+            if upper == float("inf"):
+                return lower
+            return lower + (upper - lower) * ((rank - below) / (count - below) if count > below else 0)
+        lower, below = upper, count
+    return lower
 
 
 @dataclass
@@ -342,23 +383,125 @@ class Report:
         self.check("daemon exit code on SIGTERM", str(code), "0", code == 0)
 
 
+FIRST_QUESTION = "first0-0"  # chat 0's, queued before the daemon starts
+SLOW_TAG = "slow"  # the questions the model sits on for --slow-seconds
+LOOP_LAG_TARGET_MS = 10.0
+START_TARGET_MS = 1000.0
+
+
+@dataclass
+class BusyLoad:
+    """The same load again while --slow-turns turns sit in the model call in other chats."""
+
+    result: LoadResult
+    running: tuple[float, float]  # herald_turns_running just before the load and just after it
+    lag_p99: float  # seconds: herald_loop_lag_seconds observed during the load, its p99
+    lag_gauge: float | None  # herald_loop_lag_p99_seconds when the load ended: the daemon's last minute
+    uptime: float  # seconds the daemon had run when the gauge was read
+    slow_answered: int
+
+
+async def wait_turns_running(daemon: Daemon, at_least: int, timeout: float = REPLY_TIMEOUT) -> float:
+    """Until the daemon says ``at_least`` turns run (or ``timeout``: the report then shows how many did); how many
+    it said last."""
+    deadline = time.monotonic() + timeout
+    while True:
+        running = metric(await asyncio.to_thread(daemon.metrics), "herald_turns_running") or 0
+        if running >= at_least or time.monotonic() > deadline:
+            return running
+        await asyncio.sleep(0.05)
+
+
+async def with_lag(daemon: Daemon, load: Awaitable[T]) -> tuple[T, float, str]:
+    """``load``'s result, the p99 of the daemon's loop lag while it ran (its histogram read before and after, so
+    the start-up and what came before are left out), and the /metrics text after it."""
+    before = await asyncio.to_thread(daemon.metrics)
+    result = await load
+    after = await asyncio.to_thread(daemon.metrics)
+    return result, histogram_quantile(after, "herald_loop_lag_seconds", 0.99, since=before), after
+
+
+async def busy_load(args: argparse.Namespace, daemon: Daemon, talk: Conversations,
+                    ask: Callable[[int, str], Awaitable[object]]) -> BusyLoad:
+    """--slow-turns chats (numbered after the load's) each ask one question the model takes --slow-seconds over;
+    once their turns all run, the load runs again beside them, with the daemon's loop lag read over it."""
+    slow = []
+    for n in range(args.chats, args.chats + args.slow_turns):
+        slow.append(talk.expect(f"{SLOW_TAG}{n}-0"))
+        await ask(n, f"{SLOW_TAG}{n}-0")
+    running = await wait_turns_running(daemon, args.slow_turns)
+    result, lag, after = await with_lag(daemon, talk.run(args.chats, args.messages_per_chat, ask, tag="b"))
+    # In REPLY_TIMEOUT past their model's time: a slow turn not answered by then is lost.
+    done = await asyncio.gather(*(asyncio.wait_for(f, args.slow_seconds + REPLY_TIMEOUT) for f in slow),
+                                return_exceptions=True)
+    return BusyLoad(result, (running, metric(after, "herald_turns_running") or 0), lag,
+                    metric(after, "herald_loop_lag_p99_seconds"), time.perf_counter() - daemon.started,
+                    slow_answered=sum(1 for d in done if not isinstance(d, BaseException)))
+
+
+def report_busy(report: Report, args: argparse.Namespace, busy: BusyLoad, *, rate_target: float,
+                p99_target_ms: float) -> bool:
+    """The busy load's rows; whether it failed (a message lost or answered twice, a slow turn not answered)."""
+    print(f"  ... while {args.slow_turns} turns sit {args.slow_seconds:g} s in the model call in other chats:")
+    report.replies(busy.result, rate_target=rate_target, p99_target_ms=p99_target_ms, brief=True)
+    report.delivery(busy.result)
+    report.row("turns running, load start / end", f"{busy.running[0]:.0f} / {busy.running[1]:.0f}",
+               f"(the slow ones: {args.slow_turns})")
+    lag = busy.lag_p99 * 1000
+    report.check("loop lag p99 with the slow turns", f"{lag:.2f} ms", f"< {LOOP_LAG_TARGET_MS:g} ms",
+                 lag < LOOP_LAG_TARGET_MS)
+    if busy.lag_gauge is not None and busy.uptime < 60:
+        # The gauge's minute then holds the daemon's start-up (imports, connecting), not only this load.
+        report.row("loop lag p99, daemon's last minute", f"{busy.lag_gauge * 1000:.2f} ms",
+                   f"(up {busy.uptime:.0f} s: its start-up included)")
+    elif busy.lag_gauge is not None:
+        gauge = busy.lag_gauge * 1000
+        report.check("loop lag p99, daemon's last minute", f"{gauge:.2f} ms", f"< {LOOP_LAG_TARGET_MS:g} ms",
+                     gauge < LOOP_LAG_TARGET_MS)
+    report.row("slow turns answered", f"{busy.slow_answered}/{args.slow_turns}", None)
+    return bool(busy.result.lost or busy.result.twice or busy.slow_answered < args.slow_turns)
+
+
+async def first_answer(question: asyncio.Future[float] | None) -> float | None:
+    """Seconds from the question queued before the daemon started to its answer (NaN if it never came); None when
+    there was no such question."""
+    if question is None:
+        return None
+    try:
+        return await asyncio.wait_for(question, REPLY_TIMEOUT)
+    except TimeoutError:
+        return float("nan")
+
+
 async def chat_bench(args: argparse.Namespace, *, title: str, talk: Conversations,
                      ask: Callable[[int, str], Awaitable[object]], platform: dict[str, Any], env: dict[str, str],
-                     home_prefix: str, rate_target: float, p99_target_ms: float, rss_target_mb: float) -> int:
-    """The Telegram and Discord benches once their fake runs: the daemon on ``platform`` (its platforms: entry)
-    and ``env``, an echo model answering after --model-delay, --chats chats of --messages-per-chat through
-    ``ask``, then the report. Returns the exit code: 1 if a message was lost or answered twice, or the daemon did
-    not exit 0 on SIGTERM; the targets are for reading, not for failing.
+                     home_prefix: str, rate_target: float, p99_target_ms: float, rss_target_mb: float,
+                     ask_before_start: bool = False) -> int:
+    """The Telegram, Discord and Matrix benches once their fake runs: the daemon on ``platform`` (its platforms:
+    entry) and ``env``, an echo model answering after --model-delay, --chats chats of --messages-per-chat through
+    ``ask``, then the report. ``ask_before_start``: the platform's fake keeps a message until the bot fetches it,
+    so one is queued before `herald run` is spawned, and the time to its answer is the start-up figure. With
+    --slow-turns, the load runs again beside that many slow turns. Returns the exit code: 1 if a message was lost
+    or answered twice, or the daemon did not exit 0 on SIGTERM; the targets are for reading, not for failing.
     """
-    llm = echo_model(args.model_delay)
+    llm = echo_model(lambda text: args.slow_seconds if text.startswith(SLOW_TAG) else args.model_delay)
+    busy = None
     try:
         llm.start()
-        config = herald_config(llm.base_url, turns=32, log_level=args.log_level,
+        config = herald_config(llm.base_url, turns=max(32, args.chats + args.slow_turns), log_level=args.log_level,
                                platforms={"web": {"enabled": False}, **platform},
                                vision=bool(getattr(args, "image_every", 0)))
+        early = talk.expect(FIRST_QUESTION) if ask_before_start else None
+        if ask_before_start:
+            await ask(0, FIRST_QUESTION)
         with Daemon(config, env, home_prefix=home_prefix, profile=args.profile) as daemon:
             await asyncio.to_thread(daemon.wait_ready)
-            result, usage = await measure(daemon, talk.run(args.chats, args.messages_per_chat, ask))
+            ready = time.perf_counter() - daemon.started
+            first = await first_answer(early)
+            (result, usage), lag, _ = await with_lag(daemon, measure(daemon, talk.run(args.chats,
+                                                                                       args.messages_per_chat, ask)))
+            if args.slow_turns:
+                busy = await busy_load(args, daemon, talk, ask)
             # In a thread: the platform's fake runs on this loop and must keep answering the daemon as it drains.
             code = await asyncio.to_thread(daemon.stop)
     finally:
@@ -369,16 +512,25 @@ async def chat_bench(args: argparse.Namespace, *, title: str, talk: Conversation
     print(f"\n{title} load: {args.chats} chats x {args.messages_per_chat} messages, model delay "
           f"{args.model_delay * 1000:g} ms, log level {args.log_level}"
           + (f", a photo in every {images} messages (vision on)" if images else ""))
+    report.row("start to /readyz", f"{ready * 1000:.0f} ms")
+    failed = False
+    if first is not None:
+        report.check("start to first answered message", f"{first * 1000:.0f} ms", f"< {START_TARGET_MS:g} ms",
+                     first * 1000 < START_TARGET_MS)
+        failed = math.isnan(first) or talk.answers[FIRST_QUESTION] > 1
     report.replies(result, rate_target=rate_target, p99_target_ms=p99_target_ms)
     report.delivery(result)
     report.cpu(usage, result)
     report.memory(usage, rss_target_mb=rss_target_mb)
+    report.row("loop lag p99 during the load", f"{lag * 1000:.2f} ms")
+    if busy is not None:
+        failed |= report_busy(report, args, busy, rate_target=rate_target, p99_target_ms=p99_target_ms)
     report.exit_code(code)
-    return 1 if result.lost or result.twice or code != 0 else 0
+    return 1 if failed or result.lost or result.twice or code != 0 else 0
 
 
 def chat_bench_main(doc: str, run: Callable[[argparse.Namespace], Coroutine[Any, Any, int]]) -> int:
-    """The command line of the Telegram and Discord benches."""
+    """The command line of the Telegram, Discord and Matrix benches."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--chats", type=int, default=20)
     parser.add_argument("--messages-per-chat", type=int, default=50)
@@ -388,6 +540,9 @@ def chat_bench_main(doc: str, run: Callable[[argparse.Namespace], Coroutine[Any,
     parser.add_argument("--image-every", type=int, default=0,
                         help="every Nth message of a chat is a photo (its question as the caption), and the model "
                              "takes images; 0: text only")
+    parser.add_argument("--slow-turns", type=int, default=0,
+                        help="then the load again while this many turns (in other chats) sit in the model call")
+    parser.add_argument("--slow-seconds", type=float, default=8.0, help="how long the model takes over a slow turn")
     return run_async(run, parser.parse_args())
 
 

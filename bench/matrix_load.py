@@ -36,7 +36,7 @@ TARGET_RSS_MB = 130.0
 async def run(args: argparse.Namespace) -> int:
     mx = FakeMatrix()
     talk = Conversations()
-    users = [mx.user(f"@user{n}:fake.test") for n in range(args.chats)]
+    users = [mx.user(f"@user{n}:fake.test") for n in range(args.chats + args.slow_turns)]
     rooms = [mx.dm(user) for user in users]  # joined before the clock starts
 
     def on_send(sent: Sent) -> None:

@@ -9,6 +9,16 @@ queued at the fake Bot API to the moment the bot's sendMessage for it reaches th
 
     .venv/bin/python bench/telegram_load.py [--chats 20] [--messages-per-chat 50] [--model-delay 0]
                                             [--log-level info] [--profile FILE] [--image-every N]
+                                            [--slow-turns 64] [--slow-seconds 8]
+
+Start to first answered message: one message is queued at the fake Bot API before `herald run` is spawned (as
+updates wait at Telegram while a bot restarts); the figure runs from there to the bot's answer to it (target
+< 1 s). It is answered before the load starts.
+
+--slow-turns N: after the load, the same load again while N other chats each have a turn sitting in the model
+call for --slow-seconds (started, and seen running in the daemon's herald_turns_running, before the load).
+Prints the daemon's event-loop lag p99 over that load (its herald_loop_lag_seconds histogram, read from /metrics
+before and after) and its herald_loop_lag_p99_seconds gauge (the last minute), target < 10 ms with 64 turns.
 
 --image-every N makes every Nth message of a chat a photo (a 1600x1200 JPEG, its question as the caption)
 and the model one that takes images: each photo is downloaded, checked, prepared for the model (Pillow) and
@@ -73,11 +83,12 @@ async def run(args: argparse.Namespace) -> int:
     await tg.start()
     try:
         telegram = {"enabled": True, "base_url": tg.base_url,
-                    "allowed_users": list(range(FIRST_CHAT, FIRST_CHAT + args.chats))}
+                    "allowed_users": list(range(FIRST_CHAT, FIRST_CHAT + args.chats + args.slow_turns))}
         return await chat_bench(args, title="Telegram", talk=talk, ask=ask, platform={"telegram": telegram},
                                 env={"TELEGRAM_BOT_TOKEN": tg.token}, home_prefix="herald-tg-bench-",
                                 rate_target=TARGET_RATE, p99_target_ms=TARGET_P99_MS,
-                                rss_target_mb=TARGET_RSS_IMAGES_MB if args.image_every else TARGET_RSS_MB)
+                                rss_target_mb=TARGET_RSS_IMAGES_MB if args.image_every else TARGET_RSS_MB,
+                                ask_before_start=True)
     finally:
         await tg.stop()
 

@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import http.client
 import json
-import re
 import sys
 import threading
 import time
@@ -26,7 +25,17 @@ import aiohttp
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.harness import Daemon, LoadResult, Report, echo_model, herald_config, percentile, verdict  # noqa: E402
+from bench.harness import (  # noqa: E402
+    Daemon,
+    LoadResult,
+    Report,
+    echo_model,
+    herald_config,
+    histogram_quantile,
+    metric,
+    percentile,
+    verdict,
+)
 
 REPLY_TIMEOUT = 60.0
 LOOP_LAG_TARGET_MS = 20.0
@@ -153,29 +162,6 @@ async def load(base: str, token: str, chats: int, per_chat: int) -> tuple[LoadRe
         async with session.get(f"{base}/metrics") as resp:
             metrics = await resp.text()
     return LoadResult(elapsed, chats * per_chat, latencies, lost, duplicated), failures, metrics
-
-
-def histogram_quantile(text: str, name: str, q: float) -> float:
-    """Like Prometheus' histogram_quantile(): linear inside the bucket the quantile falls in."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    buckets = sorted((float(s.labels["le"]), s.value) for f in text_string_to_metric_families(text) if f.name == name
-                     for s in f.samples if s.name == f"{name}_bucket")
-    if not buckets or buckets[-1][1] == 0:
-        return float("nan")
-    rank, lower, below = q * buckets[-1][1], 0.0, 0.0
-    for upper, count in buckets:
-        if count >= rank:
-            if upper == float("inf"):
-                return lower
-            return lower + (upper - lower) * ((rank - below) / (count - below) if count > below else 0)
-        lower, below = upper, count
-    return lower
-
-
-def metric(text: str, name: str) -> float | None:
-    m = re.search(rf"^{re.escape(name)}(?:{{[^}}]*}})?\s+([0-9.eE+-]+|NaN)\s*$", text, re.MULTILINE)
-    return float(m.group(1)) if m else None
 
 
 def main() -> int:

@@ -85,7 +85,7 @@ class InboxStore:
 
         def op(conn: Connection) -> int | None:
             counted = conn.execute(_INBOX_ATTEMPT, params).rowcount
-            row = conn.execute(select(inbox.c.status, inbox.c.attempts).where(inbox.c.id == inbox_id)).first()
+            row = conn.execute(_INBOX_ATTEMPTS, params).first()
             if row is None or row.status != "pending":
                 raise NotExpected(f"inbox row {inbox_id} is no longer pending")
             return int(row.attempts) if counted else None
@@ -154,5 +154,6 @@ _INBOX_UPDATE_FROM = _INBOX_UPDATE.where(inbox.c.status == bindparam("b_expected
 _INBOX_ATTEMPT = (update(inbox).where(and_(inbox.c.id == bindparam("b_id"), inbox.c.status == "pending",
                                              inbox.c.attempts < bindparam("b_limit")))
                   .values(attempts=inbox.c.attempts + 1))
+_INBOX_ATTEMPTS = select(inbox.c.status, inbox.c.attempts).where(inbox.c.id == bindparam("b_id"))
 _INBOX_OWNED = (select(inbox.c.id).where(and_(inbox.c.id == bindparam("b_id"), inbox.c.owner == bindparam("b_owner")))
                 .with_for_update())

@@ -263,6 +263,13 @@ class FakeMatrix(KeyServer, PlatformFake[Sent]):
             payload["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
         return self._event(room_id, sender, "m.room.message", payload)
 
+    def user_edit(self, room_id: str, sender: str, target: str, body: str) -> dict[str, Any]:
+        """``sender`` edits their event ``target`` to read ``body`` (an ``m.replace``, with the fallback body
+        clients put in for those that do not know edits)."""
+        return self._event(room_id, sender, "m.room.message", {
+            "msgtype": "m.text", "body": f"* {body}", "m.new_content": {"msgtype": "m.text", "body": body},
+            "m.relates_to": {"rel_type": "m.replace", "event_id": target}})
+
     def react(self, room_id: str, sender: str, target: str, key: str) -> dict[str, Any]:
         content = {"m.relates_to": {"rel_type": "m.annotation", "event_id": target, "key": key}}
         return self._event(room_id, sender, "m.reaction", content)

@@ -5,9 +5,11 @@ Which messages are for the bot: every message in a DM (a room of the bot and one
 (a pill, the ``m.mentions`` it carries, the bot's id or display name in the text), a reply to the bot, a
 follow-up in a thread the bot posted in, or a known command (``!status``; ``/status`` too, where a client sends
 it); with ``require_mention: false`` everything. A thread (an ``m.thread`` relation) is its own session, keyed
-by its root event. Edits (``m.replace``), notices (other bots) and the bot's own events are not messages for
-it. Files are only listed here (``pending``) and downloaded after the sync token passed them, before the turn,
-so only for people the gateway accepted. The platform message id is ``<room id>/<event id>``.
+by its root event. A person's edit (``m.replace``) of a message the bot took is an ``InboundMessage`` with
+``edit_of`` (the gateway decides what it does); an edit of anything else, notices (other bots) and the bot's own
+events are not messages for it. Files are only listed here (``pending``) and downloaded after the sync token
+passed them, before the turn, so only for people the gateway accepted. The platform message id is
+``<room id>/<event id>``.
 """
 
 from __future__ import annotations
@@ -80,6 +82,9 @@ class MatrixInbound:
         self.command_names: frozenset[str] = frozenset()
         self.own_events = Recent(20_000)  # the bot's events: a reply to one of them is addressed to it
         self.threads = Recent(20_000)  # (room, root) of the threads the bot posted in
+        # (room, event) of the messages taken -> (sender, thread): an edit names only the event it replaces, and
+        # only its sender may edit it. Forgotten with a restart: then only a DM's edits are heard (its one person's).
+        self.taken: OrderedDict[tuple[str, str], tuple[str, str | None]] = OrderedDict()
 
     # ---- rooms -----------------------------------------------------------------------------------
 
@@ -106,8 +111,10 @@ class MatrixInbound:
         sender, event_id = event.get("sender"), event.get("event_id")
         if event.get("type") != MESSAGE or not isinstance(content, dict) or not sender or not event_id:
             return None
-        if sender == self.user_id or relation(content).get("rel_type") == "m.replace":
-            return None  # its own echo; an edit (not a new message)
+        if sender == self.user_id:
+            return None  # its own echo
+        if relation(content).get("rel_type") == "m.replace":
+            return self.edit(room_id, room, event, content)
         msgtype = content.get("msgtype")
         body = content.get("body") if isinstance(content.get("body"), str) else ""
         if replied_to(content):
@@ -139,9 +146,34 @@ class MatrixInbound:
         reply = replied_to(content)
         source = Source(platform=self.name, chat_id=room_id, user_id=sender, chat_type=chat_type, thread_id=thread,
                         user_name=self.user_name(room, sender))
+        self.taken[(room_id, event_id)] = (sender, thread)
+        while len(self.taken) > 20_000:
+            self.taken.popitem(last=False)
         return InboundMessage(source=source, text=text, platform_message_id=f"{room_id}/{event_id}",
                               reply_to=f"{room_id}/{reply}" if reply else None, received_at=time.time(),
                               command=parsed[0] if parsed is not None else None, pending=pending)
+
+    def edit(self, room_id: str, room: Any, event: dict[str, Any], content: dict[str, Any]) -> InboundMessage | None:
+        """A person's edit of a message the bot took, by that message's sender: its new text, under the edit's own
+        event id (each edit once, however often the sync hands it out). An edited command is not run again."""
+        original, new = relation(content).get("event_id"), content.get("m.new_content")
+        if not isinstance(original, str) or not isinstance(new, dict) or new.get("msgtype") not in _TEXTS:
+            return None
+        chat_type = self.chat_type(room)
+        taken = self.taken.get((room_id, original))
+        if taken is None and chat_type == "dm":
+            taken = (event["sender"], None)  # taken before a restart: in a DM, everything its one person says is
+        if taken is None or taken[0] != event["sender"]:
+            return None
+        body = new.get("body") if isinstance(new.get("body"), str) else ""
+        _, text = self._mentions(new, body.strip())
+        if not text.strip():
+            return None
+        sender, thread = taken
+        source = Source(platform=self.name, chat_id=room_id, user_id=sender, chat_type=chat_type, thread_id=thread,
+                        user_name=self.user_name(room, sender))
+        return InboundMessage(source=source, text=text.strip(), platform_message_id=f"{room_id}/{event['event_id']}",
+                              received_at=time.time(), edit_of=f"{room_id}/{original}")
 
     def _addressed(self, room_id: str, chat_type: ChatType, thread: str | None, content: dict[str, Any],
                    text: str) -> tuple[bool, str]:

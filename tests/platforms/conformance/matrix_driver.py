@@ -34,6 +34,7 @@ class MatrixDriver(PlatformDriver):
     limit = MAX_CONTENT  # bytes of the content's body and formatted_body, as JSON
     credential = True
     files = True
+    user_edits = True
     user = ALICE
 
     fake: FakeMatrix
@@ -81,6 +82,11 @@ class MatrixDriver(PlatformDriver):
         at = time.monotonic()
         event = self.fake.file_message(self.chat, ALICE, name, content, caption=text)
         return Event("message", self.chat, None, text, at, event)
+
+    async def edit(self, event: Event, text: str) -> Event:
+        at = time.monotonic()
+        edited = self.fake.user_edit(event.chat, ALICE, event.raw["event_id"], text)
+        return Event("message", event.chat, event.thread, text, at, edited)
 
     async def send_as_stranger(self, text: str) -> Event:
         at = time.monotonic()

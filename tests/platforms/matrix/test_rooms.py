@@ -149,3 +149,23 @@ async def test_after_a_restart_a_thread_the_bot_posted_in_and_a_reply_to_it_stil
     fake_mx.user_message(room, ALICE, "last", mention=True)
     await fake_mx.wait_sent(answered("echo: last"))
     assert "echo: not the bot's thread" not in fake_mx.texts(room)
+
+
+async def test_an_edit_counts_from_the_person_who_sent_the_message_and_stays_in_its_thread(
+        start_mx: Factory, fake_mx: FakeMatrix, fake_llm: FakeLLM) -> None:
+    room = fake_mx.room([ALICE, BOB, BOT], name="general")
+    await start_mx(extra={"gateway": {"on_edit": "new_turn"}})
+    root = fake_mx.user_message(room, ALICE, "a topic of its own")["event_id"]
+    asked = fake_mx.user_message(room, ALICE, "in the thread", thread=root, mention=True)
+    await fake_mx.wait_sent(answered("echo: in the thread"))
+    aside = fake_mx.user_message(room, ALICE, "talking among ourselves")
+    fake_mx.user_edit(room, BOB, asked["event_id"], "bob rewrites alice")  # not his to edit
+    fake_mx.user_edit(room, ALICE, aside["event_id"], "still among ourselves")  # never for the bot
+    fake_mx.user_edit(room, ALICE, asked["event_id"], "in the thread, edited")
+    edited = (await fake_mx.wait_sent(lambda sent: any("in the thread, edited" in m.text for m in sent)))[-1]
+    assert edited.thread == root  # the edit belongs to the thread's session, as its message did
+    fake_mx.user_message(room, ALICE, "a last word", mention=True)
+    await fake_mx.wait_sent(answered("echo: a last word"))  # in order: the edits before it are dealt with
+    seen = json.dumps([r["messages"] for r in fake_llm.requests])
+    assert "in the thread, edited" in seen
+    assert "bob rewrites alice" not in seen and "still among ourselves" not in seen

@@ -42,8 +42,8 @@ NOT_LOADED = [
     "gateway.platforms.web.adapter", "gateway.platforms.matrix.adapter",
     # MCP, the OpenAI-compatible API, media, web_fetch
     "mcp", "jsonschema", "gateway.api.adapter", "PIL", "trafilatura", "lxml",
-    # storage: Alembic only for a real upgrade, SQLite without the async engine
-    "alembic", "mako", "sqlalchemy.ext.asyncio", "aiosqlite",
+    # storage: Alembic only for a real upgrade, SQLite without the async engine nor PostgreSQL's dialect
+    "alembic", "mako", "sqlalchemy.ext.asyncio", "aiosqlite", "sqlalchemy.dialects.postgresql", "asyncpg",
     # extras libraries load because they are installed (gateway/kernel/imports.py, gateway/__init__.py)
     "rich", "pygments", "click", "cryptography",
     # the shell classifier and its parser: with the first command (tools/dangerous.py)

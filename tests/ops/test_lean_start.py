@@ -46,8 +46,9 @@ NOT_LOADED = [
     "alembic", "mako", "sqlalchemy.ext.asyncio", "aiosqlite", "sqlalchemy.dialects.postgresql", "asyncpg",
     # extras libraries load because they are installed (gateway/kernel/imports.py, gateway/__init__.py)
     "rich", "pygments", "click", "cryptography",
-    # the shell classifier and its parser: with the first command (tools/dangerous.py)
-    "tools.shell.check", "tree_sitter",
+    # the shell classifier and its parser: with the first command (tools/dangerous.py); APScheduler: with the
+    # first cron job (cron/schedule.py)
+    "tools.shell.check", "tree_sitter", "apscheduler",
     # the SDK's other APIs (agent_core/sdk.py): the Responses API's models, assistants, evals
     "openai.types.responses.response", "openai.types.beta", "openai.types.graders", "openai.types.eval_create_params",
 ]

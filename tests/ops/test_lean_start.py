@@ -11,7 +11,9 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -54,41 +56,79 @@ NOT_LOADED = [
 ]
 
 
+class Daemon:
+    """`herald run` (through RUN) on the fake model and ``platforms``; ``modules()`` asks it what it has loaded."""
+
+    def __init__(self, tmp_path: Path, llm_url: str, platforms: dict[str, Any], env: dict[str, str]) -> None:
+        home, self.tmp = tmp_path / "home", tmp_path
+        home.mkdir()
+        self.port = free_port()
+        (home / "config.yaml").write_text(yaml.safe_dump({
+            "model": {"base_url": llm_url, "name": "fake-model", "max_retries": 0},
+            "http": {"port": self.port}, "platforms": platforms}))
+        environ = {k: v for k, v in os.environ.items() if not k.startswith(("HERALD_", "TELEGRAM_"))}
+        environ.update(HERALD_HOME=str(home), XDG_STATE_HOME=str(tmp_path / "state"),
+                       MODULES_FILE=str(tmp_path / "modules.json"), **env)
+        self.stderr = tmp_path / "stderr.txt"
+        with open(self.stderr, "wb") as err:
+            self.proc = subprocess.Popen([sys.executable, "-c", RUN], cwd=REPO, env=environ,
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+
+    def alive(self) -> None:
+        assert self.proc.poll() is None, self.stderr.read_text()
+
+    def ready(self) -> bool:
+        self.alive()
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=2) as resp:
+                return resp.status == 200
+        except OSError:
+            return False
+
+    def modules(self) -> set[str]:
+        out = self.tmp / "modules.json"
+        self.proc.send_signal(signal.SIGUSR1)
+        wait_until_sync(out.exists, timeout=10, what="the module list")
+        return set(json.loads(out.read_text()))
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(30)
+
+
 def test_a_telegram_only_daemon_loads_nothing_it_is_not_configured_for(tmp_path: Path) -> None:
     bot, llm = FakeTelegramThread(), FakeLLMThread()
     llm.fake.responder = lambda request: Reply("hello back")
     bot.start()
     llm.start()
-    home, modules = tmp_path / "home", tmp_path / "modules.json"
-    home.mkdir()
-    port = free_port()
-    (home / "config.yaml").write_text(yaml.safe_dump({
-        "model": {"base_url": llm.base_url, "name": "fake-model", "max_retries": 0},
-        "http": {"port": port},
-        "platforms": {"web": {"enabled": False},
-                      "telegram": {"enabled": True, "base_url": bot.base_url, "allowed_users": [USER]}},
-    }))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HERALD_", "TELEGRAM_"))}
-    env.update(HERALD_HOME=str(home), XDG_STATE_HOME=str(tmp_path / "state"), TELEGRAM_BOT_TOKEN=bot.token,
-               MODULES_FILE=str(modules))
-    proc = subprocess.Popen([sys.executable, "-c", RUN], cwd=REPO, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    telegram = {"enabled": True, "base_url": bot.base_url, "allowed_users": [USER]}
+    daemon = Daemon(tmp_path, llm.base_url, {"web": {"enabled": False}, "telegram": telegram},
+                    {"TELEGRAM_BOT_TOKEN": bot.token})
     try:
         bot.call(lambda fake: fake.user_message(USER, USER, "hi"))
-        wait_until_sync(lambda: proc.poll() is not None or bot.call(lambda fake: fake.texts(USER)), timeout=30,
+        wait_until_sync(lambda: daemon.alive() or bot.call(lambda fake: fake.texts(USER)), timeout=30,
                         what="the answer")
-        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
         assert bot.call(lambda fake: fake.texts(USER)) == ["hello back"]
-        proc.send_signal(signal.SIGUSR1)
-        wait_until_sync(modules.exists, timeout=10, what="the module list")
+        loaded = daemon.modules()
     finally:
-        proc.terminate()
-        proc.wait(30)
+        daemon.stop()
         bot.stop()
         llm.stop()
-    loaded = set(json.loads(modules.read_text()))
     assert "gateway.platforms.telegram.adapter" in loaded and "openai" in loaded  # it is the daemon that answered
     assert [name for name in NOT_LOADED if name in loaded] == []
+
+
+def test_a_web_only_daemon_loads_no_chat_platform_sdk(tmp_path: Path) -> None:
+    with FakeLLMThread() as llm:
+        daemon = Daemon(tmp_path, llm.base_url, {"web": {"enabled": True}}, {})
+        try:
+            wait_until_sync(daemon.ready, timeout=30, what="/readyz")
+            loaded = daemon.modules()
+        finally:
+            daemon.stop()
+    assert "gateway.platforms.web.adapter" in loaded
+    web_uses = {"gateway.platforms.web.adapter"}
+    assert [name for name in [*NOT_LOADED, "telegram", "httpx"] if name in loaded and name not in web_uses] == []
 
 
 @pytest.mark.parametrize("hidden", ["cryptography", "rich"])

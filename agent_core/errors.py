@@ -6,12 +6,12 @@ import email.utils
 import time
 from typing import Any, Literal
 
-import openai
-
 try:  # the SDK moved from httpx to its httpx2 fork; errors raised mid-stream come from whichever it uses
     import httpx2 as _httpx
 except ImportError:  # pragma: no cover
     import httpx as _httpx
+
+from agent_core.sdk import openai
 
 ErrorKind = Literal[
     "auth",

@@ -15,9 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import openai
 import orjson
-from openai.types.chat import ChatCompletion
 
 from agent_core.errors import (
     RETRYABLE_KINDS,
@@ -27,6 +25,7 @@ from agent_core.errors import (
     classify,
     parse_retry_after,
 )
+from agent_core.sdk import ChatCompletion, openai
 
 __all__ = [
     "RETRYABLE_KINDS",

@@ -15,11 +15,11 @@ import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from apscheduler.triggers.cron import CronTrigger
-from apscheduler.triggers.interval import IntervalTrigger
+if TYPE_CHECKING:
+    from apscheduler.triggers.cron import CronTrigger
 
 Kind = Literal["once", "interval", "cron"]
 
@@ -113,7 +113,7 @@ def parse_schedule(text: str, tz: str | None = None, now: float | None = None,
             raise ScheduleError(f"{text!r}: a cron expression has 5 fields (minute hour day month weekday), "
                                 f"not {len(fields)}")
         try:
-            CronTrigger.from_crontab(text, timezone=_local_zone(tz))
+            _cron_trigger(Schedule("cron", text, tz))
         except ValueError as exc:
             raise ScheduleError(f"{text!r} is not a valid cron expression: {exc}") from None
         return Schedule("cron", text, tz)
@@ -134,6 +134,10 @@ def parse_schedule(text: str, tz: str | None = None, now: float | None = None,
 
 
 def _cron_trigger(schedule: Schedule) -> CronTrigger:
+    # APScheduler loads with the first schedule computed: a daemon without cron jobs never needs it (its
+    # import reads its own package metadata, some tens of ms of start-up).
+    from apscheduler.triggers.cron import CronTrigger
+
     return CronTrigger.from_crontab(schedule.text, timezone=_local_zone(schedule.tz))
 
 
@@ -143,6 +147,8 @@ def next_after(schedule: Schedule, after: float, anchor: float) -> float | None:
         assert schedule.run_at is not None
         return schedule.run_at if schedule.run_at > after else None
     if schedule.kind == "interval":
+        from apscheduler.triggers.interval import IntervalTrigger
+
         start = datetime.fromtimestamp(anchor, UTC)
         trigger = IntervalTrigger(seconds=schedule.seconds or 0, start_date=start, timezone=UTC)
         # get_next_fire_time(None, now) answers "the first fire time at or after now".

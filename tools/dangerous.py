@@ -26,7 +26,8 @@ test runners (make, pytest, npm, cargo...) run project code that cannot be parse
 ``approvals.allow`` lists them
 (see ``tools/shell/check.py`` and docs/ARCHITECTURE.md). Script files are read only from inside the
 workspace, and no reason ever quotes a file's contents. Every finding carries a short human reason.
-This module imports nothing from the gateway.
+This module imports nothing from the gateway, and the classifier itself (its parser and option tables, ~6 MB
+resident) only when the first command is classified: a daemon whose agent runs no command never loads it.
 """
 
 from __future__ import annotations
@@ -35,11 +36,10 @@ import fnmatch
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from tools.shell.check import check
-from tools.shell.engine import Finding
-from tools.shell.parse import clean
+if TYPE_CHECKING:
+    from tools.shell.engine import Finding
 
 Level = Literal["safe", "dangerous", "hardline"]
 
@@ -102,6 +102,8 @@ _HSPACE = re.compile(r"[^\S\n]+")
 def normalize(command: str) -> str:
     """ANSI escapes out, NFKC (full-width letters become ASCII), invisible characters out, whitespace
     collapsed (newlines kept: they separate commands), line continuations joined."""
+    from tools.shell.words import clean
+
     text = clean(command).replace("\\\n", "")
     text = _HSPACE.sub(" ", text)
     lines = [line.strip() for line in text.split("\n")]
@@ -130,5 +132,7 @@ def classify(command: str, *, workspace: str | None = None, cwd: str | None = No
     ``cwd``: where the command runs (defaults to ``workspace``); script files named on the line are read
     from there, and relative write targets resolve against it.
     """
+    from tools.shell.check import check
+
     level, reason, findings = check(command, workspace, cwd)
     return Verdict(level, reason, normalize(command), tuple(findings))

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import and_, exists, insert, select, text, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 
 from gateway.cluster.bus import channel_of, pack
@@ -53,6 +52,9 @@ def _lock(conn: Connection, key: str) -> Any:
 def _lease(conn: Connection, key: str, me: str, now: float, may_take: Callable[[str | None, float], bool]) -> Taken:
     """Read the session's lease under a row lock and take it when ``may_take`` says so (free, expired, or
     held by a gone instance). The row lock serialises every accept of the session until commit."""
+    # Here, not at the top: leases exist only on PostgreSQL, and its dialect is ~2 MB a SQLite daemon never needs.
+    from sqlalchemy.dialects.postgresql import insert as pg_insert
+
     until = now + LEASE_SECONDS
     row = _lock(conn, key)
     if row is None:

@@ -12,20 +12,20 @@ import hashlib
 import re
 import threading
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 from urllib.parse import quote
-
-import tree_sitter_bash
-from tree_sitter import Language, Node, Parser
 
 from gateway.kernel.logs import REDACTED, redact
 from tools.dangerous import normalize
+
+if TYPE_CHECKING:
+    from tree_sitter import Node, Parser
 
 # A configured secret shorter than this is not masked in a command: it would match ordinary words and paths
 # and hide what runs.
 MIN_MASKED = 6
 _CODE_NODES = ("command_substitution", "process_substitution")
 _OPENERS = re.compile(r"\$\(|`|[<>]\(")
-_LANGUAGE = Language(tree_sitter_bash.language())
 _local = threading.local()
 
 
@@ -41,7 +41,11 @@ def exact_hash(command: str) -> str:
 def _parser() -> Parser:
     parser = getattr(_local, "parser", None)
     if parser is None:
-        parser = _local.parser = Parser(_LANGUAGE)
+        # Loaded with the first command shown that has code in it: a daemon that shows none never needs it.
+        import tree_sitter_bash
+        from tree_sitter import Language, Parser
+
+        parser = _local.parser = Parser(Language(tree_sitter_bash.language()))
     return parser
 
 

@@ -111,17 +111,26 @@ class TelegramAdapter(PlatformAdapter):
         self.inbound.bot_id = bot.bot.id
         self.inbound.username = self.username = bot.bot.username or ""
         self._closed = asyncio.get_running_loop().create_future()
-        await self._set_commands()
+        url = None
         if self.cfg.mode == "webhook":
             if not self.cfg.public_url:
                 raise RuntimeError("platforms.telegram.mode is webhook but platforms.telegram.public_url is not set")
-            self._webhook_secret = self._secret_token(token)
             url = self.cfg.public_url.rstrip("/") + self.cfg.webhook_path
-            await bot.set_webhook(url, secret_token=self._webhook_secret, allowed_updates=ALLOWED_UPDATES)
-            log.info("telegram_webhook_set", url=url, bot=self.username)
-        else:
-            # getUpdates refuses to work while a webhook is set; pending updates are kept.
-            await bot.delete_webhook(drop_pending_updates=False)
+        # The menu and the webhook are separate calls: sent together, start waits one round trip, not two.
+        menu = asyncio.create_task(self._set_commands(), name="telegram:menu")
+        try:
+            if url is not None:
+                self._webhook_secret = self._secret_token(token)
+                await bot.set_webhook(url, secret_token=self._webhook_secret, allowed_updates=ALLOWED_UPDATES)
+                log.info("telegram_webhook_set", url=url, bot=self.username)
+            else:
+                # getUpdates refuses to work while a webhook is set; pending updates are kept.
+                await bot.delete_webhook(drop_pending_updates=False)
+        except BaseException:
+            menu.cancel()
+            raise
+        await menu  # before polling: the command names it sets are what inbound reads commands by
+        if url is None:
             self._poller = asyncio.create_task(self._poll(), name="telegram:poll")
             log.info("telegram_polling", bot=self.username)
 

@@ -11,12 +11,17 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from gateway.kernel.imports import import_without
 from gateway.platforms.base import MaybeSent, PermanentError, RateLimited, TransientError
 from gateway.platforms.errors import may_have_arrived
 
 # Opt in to PTB's future timedelta periods (RetryAfter.retry_after, ...): it warns on every 429 otherwise, and
 # retry_seconds reads both forms.
 os.environ.setdefault("PTB_TIMEDELTA", "1")
+# Every module of this package that uses PTB imports this one first, so PTB is loaded here, once: without
+# cryptography (Telegram Passport, never asked for: ~9 MB resident) and without httpx's command-line client
+# (click, rich, pygments: ~4 MB), which PTB's import of httpx would bring. Its HTTP is aiohttp (below).
+import_without("telegram", ("cryptography", "click", "rich"))
 
 
 def retry_seconds(exc: Any) -> float:

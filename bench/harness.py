@@ -365,14 +365,19 @@ class Report:
         self.check("lost", str(result.lost), "0", result.lost == 0)
         self.check("answered more than once", str(result.twice), "0", result.twice == 0)
 
-    def cpu(self, usage: Usage, result: LoadResult, *, cores: bool = True) -> None:
+    def cpu(self, usage: Usage, result: LoadResult, *, cores: bool = True, target_ms: float | None = None) -> None:
         """Daemon CPU per answered message; ``cores`` adds how much of the daemon's cores the load kept busy."""
-        per_message = f"{usage.cpu / max(1, result.answered) * 1000:.2f} ms"
+        ms = usage.cpu / max(1, result.answered) * 1000
+        per_message = f"{ms:.2f} ms"
         if not cores:
             self.row("daemon CPU per message", per_message, None)
             return
         busy = usage.cpu / result.elapsed if result.elapsed else 0
-        self.row("daemon CPU per message", per_message, f"(the load used {busy:.2f} of the daemon's cores)")
+        used = f"(the load used {busy:.2f} of the daemon's cores)"
+        if target_ms is None:
+            self.row("daemon CPU per message", per_message, used)
+        else:
+            self.check("daemon CPU per message", per_message, f"<= {target_ms:g} ms  {used}", ms <= target_ms)
 
     def memory(self, usage: Usage, *, rss_target_mb: float) -> None:
         self.row("daemon RSS idle", f"{usage.rss_idle:.1f} MB")
@@ -476,7 +481,7 @@ async def first_answer(question: asyncio.Future[float] | None) -> float | None:
 async def chat_bench(args: argparse.Namespace, *, title: str, talk: Conversations,
                      ask: Callable[[int, str], Awaitable[object]], platform: dict[str, Any], env: dict[str, str],
                      home_prefix: str, rate_target: float, p99_target_ms: float, rss_target_mb: float,
-                     ask_before_start: bool = False) -> int:
+                     ask_before_start: bool = False, cpu_target_ms: float | None = None) -> int:
     """The Telegram, Discord and Matrix benches once their fake runs: the daemon on ``platform`` (its platforms:
     entry) and ``env``, an echo model answering after --model-delay, --chats chats of --messages-per-chat through
     ``ask``, then the report. ``ask_before_start``: the platform's fake keeps a message until the bot fetches it,
@@ -520,7 +525,7 @@ async def chat_bench(args: argparse.Namespace, *, title: str, talk: Conversation
         failed = math.isnan(first) or talk.answers[FIRST_QUESTION] > 1
     report.replies(result, rate_target=rate_target, p99_target_ms=p99_target_ms)
     report.delivery(result)
-    report.cpu(usage, result)
+    report.cpu(usage, result, target_ms=cpu_target_ms)
     report.memory(usage, rss_target_mb=rss_target_mb)
     report.row("loop lag p99 during the load", f"{lag * 1000:.2f} ms")
     if busy is not None:

@@ -305,39 +305,53 @@ class TelegramAdapter(PlatformAdapter):
             self._closed.set_exception(exc)
 
     async def _process(self, updates: list[Update]) -> int:
-        """Normalise and accept updates in order; returns how many leading ones are safely taken."""
+        """Normalise and accept updates; returns how many leading ones are safely taken.
+
+        Chats are accepted side by side, each chat's updates in order: their inbox rows share the store's group
+        commits instead of waiting for one commit each (a poll with 200 chats' messages took a second before).
+        Past an update that could not be taken nothing is confirmed; what was taken beyond it comes again and
+        is a duplicate then. Presses act once, so only those before that point are taken, after the messages."""
         normalised = await asyncio.gather(*(self.inbound.normalise(u) for u in updates), return_exceptions=True)
+        chats: dict[str, list[int]] = {}
         for index, (update, item) in enumerate(zip(updates, normalised, strict=True)):
             if isinstance(item, BaseException):
                 # A bug in normalising one update must not wedge the chat: log it and move on.
                 log.error("telegram_update_failed", update_id=update.update_id, error=f"{type(item).__name__}: {item}")
                 self.faults.record("bad_request", door="telegram", kind="update not understood")
-                continue
-            if item is None:
+            elif item is None:
                 if (update.api_kwargs and update.message is None and update.edited_message is None
                         and update.callback_query is None):
                     # A kind of update Herald never asked for (not in allowed_updates): ignored, and counted.
                     self.faults.record("bad_request", door="telegram", kind="unknown update")
-                continue
+            elif isinstance(item, InboundMessage):
+                chats.setdefault(item.source.chat_id, []).append(index)
+        stops = await asyncio.gather(*(self._accept_in_order(updates, normalised, indexes)
+                                       for indexes in chats.values()))
+        done = min((stop for stop in stops if stop is not None), default=len(updates))
+        for item in normalised[:done]:
             if isinstance(item, ButtonPress):
                 self._take_press(item)
-                continue
+        return done
+
+    async def _accept_in_order(self, updates: list[Update], normalised: list[Any], indexes: list[int]) -> int | None:
+        """One chat's messages, in order; the index of the first that could not be taken (None: all were)."""
+        for n, index in enumerate(indexes):
+            update, item = updates[index], normalised[index]
             try:
                 await self.accept(item)
             except ShuttingDown:
                 return index
             except Unavailable as exc:
                 # Not confirmed: Telegram hands this update (and the ones after it) out again on the next poll.
-                # Its sender was told so by accept; everyone whose message waits behind it is told too.
+                # Its sender was told so by accept; the chat's messages behind it are told too.
                 log.warning("telegram_update_refused", update_id=update.update_id, reason=exc.reason)
-                for waiting in normalised[index + 1:]:
-                    if isinstance(waiting, InboundMessage):
-                        self.tell_unavailable(waiting, exc.reason)
+                for waiting in indexes[n + 1:]:
+                    self.tell_unavailable(normalised[waiting], exc.reason)
                 return index
             except Exception as exc:
                 log.error("telegram_accept_failed", update_id=update.update_id, error=f"{type(exc).__name__}: {exc}")
                 return index
-        return len(updates)
+        return None
 
     def unavailable_notice(self, msg: InboundMessage, reason: str) -> str | None:
         # Left unconfirmed, an update is handed out again (Telegram keeps it for a day): it is answered then.

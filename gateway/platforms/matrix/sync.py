@@ -132,17 +132,25 @@ class SyncLoop:
         since = self.position
         response = await self._sync(timeout_ms, self.filter, since, full_state)
         self._invites(response)
-        for room_id, info in response.rooms.join.items():
-            events = list(info.timeline.events)
-            if info.timeline.limited and info.timeline.prev_batch and since:
-                events = await self._gap(room_id, info.timeline.prev_batch, since) + events
-            for event in events:
-                outcome = await self._take(room_id, event)
-                if outcome == "failed":
-                    return False
-                if outcome == "held" and self.hold is None:
-                    self.hold = since
+        # Rooms side by side, each room's events in order: their inbox rows share the store's group commits. A
+        # room that fails leaves the position where it was; what the others took comes again as duplicates.
+        taken = await asyncio.gather(*(self._room_events(room_id, info, since)
+                                       for room_id, info in response.rooms.join.items()))
+        if not all(taken):
+            return False
         self.position = response.next_batch
+        return True
+
+    async def _room_events(self, room_id: str, info: Any, since: str | None) -> bool:
+        events = list(info.timeline.events)
+        if info.timeline.limited and info.timeline.prev_batch and since:
+            events = await self._gap(room_id, info.timeline.prev_batch, since) + events
+        for event in events:
+            outcome = await self._take(room_id, event)
+            if outcome == "failed":
+                return False
+            if outcome == "held" and self.hold is None:
+                self.hold = since
         return True
 
     def _invites(self, response: Any) -> None:

@@ -296,7 +296,8 @@ class MediaConfig(_Model):
     max_image_px: int = Field(default=2048, ge=256, le=8192)
     # An image with more pixels than this (in millions) is refused unopened: a decompression bomb.
     max_image_megapixels: float = Field(default=50.0, gt=0, le=500)
-    # The largest file the send_file tool sends (a platform's own limit may be lower: the chat is told).
+    # The largest file the send_file tool (and `herald send --file`) sends (a platform's own limit may be lower:
+    # the chat is told).
     max_send_mb: float = Field(default=50.0, gt=0, le=2048)
 
 

@@ -32,16 +32,29 @@ def _kind(mime: str) -> str:
     return {"image": "image", "audio": "audio", "video": "video"}.get(major, "document")
 
 
-def _stage(path: str, media_dir: Path) -> dict[str, Any]:
+def _stage(path: str, media_dir: Path, max_mb: float) -> dict[str, Any]:
     """A copy of the file in the profile's media folder (the daemon reads it there, whatever happens to the
-    original meanwhile), as the Attachment contract's fields."""
+    original meanwhile), as the Attachment contract's fields. The agent's cap on a file sent
+    (``media.max_send_mb``) holds here too: checked before anything is copied or queued, so a refused file
+    leaves neither a row nor a stray copy behind."""
     src = Path(path).expanduser()
     if not src.is_file():
         fail(f"send: no such file: {path}", EXIT_USAGE)
+    try:
+        size = src.stat().st_size
+    except OSError as exc:
+        fail(f"send: {path} cannot be read ({exc.strerror or type(exc).__name__})", EXIT_USAGE)
+    if size > max_mb * 1024 * 1024:
+        fail(f"send: {path} is {size / 1048576:.1f} MB; Herald sends at most {max_mb:g} MB (media.max_send_mb)",
+             EXIT_USAGE)
     folder = media_dir / "outgoing"
     folder.mkdir(parents=True, exist_ok=True)
     dest = folder / f"{uuid.uuid4().hex[:12]}-{src.name}"
-    shutil.copyfile(src, dest)
+    try:
+        shutil.copyfile(src, dest)
+    except OSError as exc:
+        dest.unlink(missing_ok=True)
+        fail(f"send: {path} cannot be read ({exc.strerror or type(exc).__name__})", EXIT_USAGE)
     mime = mimetypes.guess_type(src.name)[0] or "application/octet-stream"
     return {"path": str(dest.resolve()), "filename": src.name, "mime": mime, "kind": _kind(mime)}
 
@@ -88,7 +101,7 @@ def send(
             except TargetRefused as exc:
                 known = ", ".join(p for p in PLATFORMS if p in platforms) or "none enabled"
                 fail(f"send: {exc} (platforms: {known})", EXIT_USAGE)
-            attachment = _stage(file, paths.media_dir) if file else None
+            attachment = _stage(file, paths.media_dir, cfg.media.max_send_mb) if file else None
             values = dict(key=key, via="cli", target=target, platform=place.platform, chat_id=place.chat_id,
                           thread_id=place.thread_id, text=text, attachment=attachment, status="queued",
                           created_at=time.time())

@@ -4,7 +4,8 @@ streamable HTTP (``--http PORT``, started by the test).
 Tools: ``echo`` (read-only), ``write`` (records each call it gets in ``calls.log`` in its working directory, or in
 ``--record FILE``), ``slow`` (sleeps; a call that outlives its timeout), ``freeze`` (stops the whole process: a
 hung server), ``die`` (exits mid-call), ``snoop`` (tries to read what the sandbox hides and reports what it could),
-``picture`` (returns a small PNG). ``--crash-at-start`` exits before speaking.
+``picture`` (returns a small PNG). One resource (``note://readme``) and one prompt (``summarize``), so what a
+server offers besides tools can be listed. ``--crash-at-start`` exits before speaking.
 """
 
 from __future__ import annotations
@@ -113,6 +114,18 @@ def picture() -> list[object]:
     buf = io.BytesIO()
     Image.new("RGB", (4, 3), (200, 10, 10)).save(buf, "PNG")
     return [ImageContent(type="image", data=base64.b64encode(buf.getvalue()).decode(), mime_type="image/png")]
+
+
+@server.resource("note://readme", name="readme")
+def readme() -> str:
+    """A short text."""
+    return "the fake server's readme"
+
+
+@server.prompt()
+def summarize(text: str) -> str:
+    """Ask for a summary of the text."""
+    return f"Summarize: {text}"
 
 
 if __name__ == "__main__":

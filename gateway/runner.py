@@ -379,7 +379,8 @@ class GatewayRunner:
 
             conversations = Conversations(self.store, self.sessions, self.agents.settings, self.key_for,
                                           self.cfg.api.model_name)
-            self.adapters[ApiAdapter.name] = ApiAdapter(context(self.cfg.api), ApiKeyStore(self.store), conversations)
+            self.adapters[ApiAdapter.name] = ApiAdapter(context(self.cfg.api), ApiKeyStore(self.store), conversations,
+                                                        out_dir=self.media.out_dir)
         for factory in self._extra_adapters:
             adapter = factory(context(None))
             self.adapters[adapter.name] = adapter

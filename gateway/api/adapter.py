@@ -10,6 +10,9 @@ its request waits on (``send`` with ``reply_to`` the request's id). A streamed r
 writes them (``live_text``). A client that goes away stops nothing: the turn finishes and its answer is stored, once;
 the request's own tasks end with it. A turn that ends without sending an answer (stopped, cut short, answered by
 another instance of the database) is found by polling the request's inbox row.
+
+Images come in as data: URLs and go to the turn as a platform's downloaded files; files the agent sends are
+linked from the answer (gateway/api/files.py).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import hashlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -28,14 +32,18 @@ from aiohttp import web
 from gateway.api import wire
 from gateway.api.conversations import PLATFORM, Conversations, chat_for
 from gateway.api.exchange import Ending, Exchange
+from gateway.api.files import MAX_IMAGES, ApiFiles, decode_image
 from gateway.api.limits import RateLimiter
 from gateway.api.streams import ChatWriter, ResponsesWriter, closing
 from gateway.api.wire import ApiError, Ask
 from gateway.inbound.accept import MAX_MESSAGE_CHARS
 from gateway.kernel.faults import WAIT_WHILE_UNAVAILABLE, Unavailable
+from gateway.media.outgoing import files_sent
 from gateway.platforms.base import (
     AdapterContext,
+    Attachment,
     Capabilities,
+    FileUnavailable,
     InboundMessage,
     OutboundMessage,
     PlatformAdapter,
@@ -73,10 +81,13 @@ class ApiAdapter(PlatformAdapter):
                    "later: a scheduled job's results go to a chat (platform:chat_id) or stay local.")
     verified_senders = True  # each request carries its holder's own key
 
-    def __init__(self, ctx: AdapterContext, keys: ApiKeyStore, conversations: Conversations) -> None:
+    def __init__(self, ctx: AdapterContext, keys: ApiKeyStore, conversations: Conversations,
+                 out_dir: Path | None = None) -> None:
+        """``out_dir``: where delivery's copies of the files the agent sends are (the only files served)."""
         super().__init__(ctx)
         self.keys = keys
         self.conversations = conversations
+        self.files = ApiFiles(ctx.home, out_dir)
         self.approvals_to = ctx.config.approvals_to
         self.limiter = RateLimiter(ctx.config.requests_per_minute)
         self.created = int(time.time())
@@ -101,13 +112,42 @@ class ApiAdapter(PlatformAdapter):
                    idempotency_key: str | None = None) -> list[str]:
         exchange = self._open.get(message.reply_to) if message.reply_to else None
         if exchange is not None:
-            exchange.answer(text)
+            exchange.answer(text + await self._links(exchange))
         elif waiting := self._chats.get(chat_id):
             waiting[0].note(text)  # the chat's turns run in order: the oldest request's is the one running
         else:
             # Nobody waits for it (the client went away; a cron result sent "here"): it is stored, not shown.
             log.info("api_nobody_waiting", chat_id=chat_id, answer=message.reply_to is not None, chars=len(text))
         return [f"{message.reply_to or chat_id}/{idempotency_key or uuid.uuid4().hex}"]
+
+    async def _links(self, exchange: Exchange) -> str:
+        """The files the turn's ``send_file`` sent, as Markdown links after the answer (delivery sends them after
+        its text, when the request is answered already: they are read from the turn's stored steps instead)."""
+        try:
+            found = await self.conversations.request(exchange.id)
+            if found is None:
+                return ""
+            sent = files_sent(await self.conversations.store.messages.turn_messages(found["inbox_id"]))
+            lines = []
+            for att in sent:
+                name, path = await self.files.link(exchange.holder, att.path, att.filename)
+                lines.append(f"[{name}]({exchange.origin}{path})")
+        except Exception as exc:  # the answer goes out without its links rather than not at all
+            log.warning("api_file_links_failed", request_id=exchange.id, error=f"{type(exc).__name__}: {exc}")
+            return ""
+        return "\n\n" + "\n".join(lines) if lines else ""
+
+    async def send_file(self, chat_id: str, attachment: Attachment, message: OutboundMessage,
+                        idempotency_key: str | None = None) -> list[str]:
+        # Already linked from the answer (``_links``): a client has no other way to be handed a file.
+        return [f"{chat_id}/file/{idempotency_key or uuid.uuid4().hex}"]
+
+    async def send_album(self, chat_id: str, attachments: list[Attachment], message: OutboundMessage,
+                         idempotency_key: str | None = None) -> list[str]:
+        return [f"{chat_id}/file/{idempotency_key or uuid.uuid4().hex}/{n}" for n in range(len(attachments))]
+
+    async def file_limit(self, chat_id: str) -> int:
+        return 1 << 50  # the send_file tool's own limit (media.max_send_mb) is the one that counts
 
     def live_text(self, msg: InboundMessage) -> Any:
         exchange = self._open.get(msg.platform_message_id)
@@ -117,7 +157,20 @@ class ApiAdapter(PlatformAdapter):
         """In the session's lane: the conversation's session made to hold what the client holds."""
         pending, msg.pending = msg.pending or {}, None
         await self.conversations.settle(msg.source, pending)
-        return Prepared()
+        if not pending.get("files"):
+            return Prepared()
+        # The request's images, held since it was taken, go into the media folder as any platform's downloads.
+        msg.pending = {"files": pending["files"]}
+        return await super().prepare(msg)
+
+    async def download(self, msg: InboundMessage, ref: dict[str, Any], index: int) -> str:
+        held = str(ref.get("held") or "")
+        target = self.media_path(held[:12], str(ref.get("name") or "image"))
+        try:
+            await self.files.take(held, target)
+        except FileNotFoundError:
+            raise FileUnavailable("it is no longer held (taken by an earlier try of this message)") from None
+        return str(target)
 
     # ---- http ---------------------------------------------------------------------------------------------
 
@@ -128,6 +181,7 @@ class ApiAdapter(PlatformAdapter):
             web.post("/v1/chat/completions", self._guard(self._chat)),
             web.post("/v1/responses", self._guard(self._responses)),
             web.get("/v1/responses/{response_id}", self._guard(self._stored_response)),
+            web.get("/v1/files/{file_id}/{name}", self._guard(self.files.serve)),
             web.route("*", "/v1/{tail:.*}", self._guard(self._unknown)),
         ]
 
@@ -198,7 +252,8 @@ class ApiAdapter(PlatformAdapter):
 
     async def _unknown(self, request: web.Request, holder: str) -> web.Response:
         raise ApiError(404, f"Herald's API has no {request.method} {request.path} (it serves /v1/models, "
-                            "/v1/chat/completions and /v1/responses).", code="unknown_url")
+                            "/v1/chat/completions, /v1/responses and the files its answers link to).",
+                       code="unknown_url")
 
     async def _chat(self, request: web.Request, holder: str) -> web.StreamResponse:
         return await self._turn(request, holder, wire.chat_ask(await self._body(request)), "chat")
@@ -230,12 +285,16 @@ class ApiAdapter(PlatformAdapter):
         if len(ask.text) > MAX_MESSAGE_CHARS:
             raise ApiError(400, f"The message is {len(ask.text):,} characters long; at most {MAX_MESSAGE_CHARS:,}.",
                            code="message_too_long")
+        if len(ask.images) > MAX_IMAGES:
+            raise ApiError(400, f"A message may carry at most {MAX_IMAGES} images.", code="too_many_images")
+        # All checked before anything is taken; decoding megabytes of base64 does not hold the event loop.
+        images = await asyncio.to_thread(lambda: [decode_image(url, param) for url, param in ask.images])
         chat_id, plan = await self._conversation(request, holder, ask)
         request_id = _request_id(holder, request.headers.get("Idempotency-Key"))
         msg = InboundMessage(source=Source(PLATFORM, chat_id, holder, "dm", user_name=holder), text=ask.text,
                              platform_message_id=request_id, received_at=time.time(),
                              pending={"conversation": plan, "model": model})
-        exchange = Exchange(request_id, chat_id, ask.stream)
+        exchange = Exchange(request_id, chat_id, ask.stream, holder, str(request.url.origin()))
         # A request sent again under its Idempotency-Key is not asked again: it gets the first one's answer, from
         # its inbox row, once there is one.
         repeated = request_id in self._open
@@ -243,8 +302,10 @@ class ApiAdapter(PlatformAdapter):
             self._open[request_id] = exchange
             self._chats.setdefault(chat_id, []).append(exchange)
         try:
+            if images and not repeated:
+                msg.pending["files"] = await self.files.hold(images)  # type: ignore[index]
             # Once taken, the message is the gateway's: a client gone meanwhile does not undo it.
-            if not repeated and not await asyncio.shield(self.accept(msg)):
+            if not repeated and not await asyncio.shield(self._take(msg)):
                 self._forget(exchange)
             poll = asyncio.create_task(self._poll(exchange), name=f"api:poll:{request_id}")
             try:
@@ -257,6 +318,17 @@ class ApiAdapter(PlatformAdapter):
                     await poll
         finally:
             self._forget(exchange)
+
+    async def _take(self, msg: InboundMessage) -> bool:
+        """``accept``, the images held for it dropped when it is not taken (a duplicate, a refusal, an error)."""
+        held = list((msg.pending or {}).get("files") or [])
+        taken = False
+        try:
+            taken = await self.accept(msg)
+            return taken
+        finally:
+            if held and not taken:
+                await self.files.drop(held)
 
     async def _conversation(self, request: web.Request, holder: str, ask: Ask) -> tuple[str, dict[str, Any]]:
         """The chat the question belongs to, and what the lane needs to settle its session."""

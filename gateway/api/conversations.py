@@ -35,6 +35,7 @@ from typing import Any
 import structlog
 from sqlalchemy import and_, func, select
 
+from gateway.kernel.attached import split_files
 from gateway.kernel.untrusted import clean_text
 from gateway.platforms.base import Source
 from gateway.session.keys import session_owner
@@ -229,7 +230,9 @@ class Conversations:
         stmt = (select(messages.c.content).where(and_(messages.c.session_id == session_id, messages.c.role == "user",
                                                       _VISIBLE)).order_by(messages.c.id))
         rows = await self.store.run_read(op_all(stmt))
-        return [digest(_text(r["content"])) for r in rows]
+        # A message stored with its images names their paths after its text; the client resends the text and the
+        # images themselves, so the text alone is compared.
+        return [digest(split_files(_text(r["content"]))[0]) for r in rows]
 
     async def _others(self, key: str, active: dict[str, Any] | None) -> list[dict[str, Any]]:
         """The key's other recent sessions (a compressed one lives on in its successor: not among them)."""

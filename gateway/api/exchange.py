@@ -31,10 +31,12 @@ class Ending:
 
 
 class Exchange:
-    def __init__(self, request_id: str, chat_id: str, stream: bool) -> None:
+    def __init__(self, request_id: str, chat_id: str, stream: bool, holder: str = "", origin: str = "") -> None:
         self.id = request_id
         self.chat_id = chat_id
         self.stream = stream
+        self.holder = holder  # the key's holder: the only one its files' links open for
+        self.origin = origin  # scheme://host of the request, for the absolute links of the files it is sent
         self.events: asyncio.Queue[tuple[Kind, str]] = asyncio.Queue()
         self.ending: asyncio.Future[Ending] = asyncio.get_running_loop().create_future()
         self.notes: list[str] = []

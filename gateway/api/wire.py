@@ -4,9 +4,10 @@ answer written as a chat completion, its chunks, or a Responses object and its e
 Reading is lenient where OpenAI's own API is (unknown fields are ignored: clients send ``temperature``,
 ``tools`` or vendor extensions the agent has no use for) and strict where the request would otherwise mean
 nothing (no ``messages``, a last message that is not the user's): those are ``ApiError``s in OpenAI's shape
-(``{"error": {"message", "type", "param", "code"}}``). Only text is taken: an image part is named in the text
-instead of dropped silently. The client's system messages and tool definitions are not used: the agent has its
-own prompt and tools.
+(``{"error": {"message", "type", "param", "code"}}``). Text is taken, and the images of the last user message
+(``Ask.images``, data: URLs read by gateway/api/files.py); an earlier message's images are the session's already
+(a client resends the whole history), and any other file part is named in the text instead of dropped silently.
+The client's system messages and tool definitions are not used: the agent has its own prompt and tools.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class Ask:
     include_usage: bool = False
     user: str = ""
     previous_response_id: str | None = None
+    images: list[tuple[str, str]] = field(default_factory=list)  # (url, param) of the new message's image parts
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
@@ -58,14 +60,21 @@ def parse_body(raw: bytes) -> dict[str, Any]:
 
 def text_of(content: Any, param: str) -> str:
     """A message's content as text: a string, or a list of parts whose text parts are joined."""
+    return read_content(content, param)[0]
+
+
+def read_content(content: Any, param: str) -> tuple[str, list[tuple[str, str]]]:
+    """(the text, each image part's (url, param)) of a message's content. A message of images alone is said to be
+    one in words, the same each time a client resends it: its stored text is what the history is matched by."""
     if content is None:
-        return ""
+        return "", []
     if isinstance(content, str):
-        return clean_text(content)
+        return clean_text(content), []
     if not isinstance(content, list):
         raise ApiError(400, f"{param} must be a string or a list of content parts.", param=param)
     parts: list[str] = []
-    for part in content:
+    images: list[tuple[str, str]] = []
+    for n, part in enumerate(content):
         if isinstance(part, str):
             parts.append(part)
             continue
@@ -75,10 +84,14 @@ def text_of(content: Any, param: str) -> str:
         if kind in ("text", "input_text", "output_text") and isinstance(part.get("text"), str):
             parts.append(part["text"])
         elif kind in ("image_url", "input_image", "image"):
-            parts.append("[an image was attached, which Herald's API does not take: describe it in words]")
+            url = part.get("image_url")
+            images.append((url.get("url") if isinstance(url, dict) else url, f"{param}[{n}].image_url"))
         elif kind in ("file", "input_file", "input_audio"):
             parts.append("[a file was attached, which Herald's API does not take]")
-    return clean_text("\n".join(parts))
+    text = clean_text("\n".join(parts))
+    if images and not text.strip():
+        text = "[The user sent an image.]" if len(images) == 1 else f"[The user sent {len(images)} images.]"
+    return text, images
 
 
 def _model(body: dict[str, Any]) -> str:
@@ -116,21 +129,26 @@ def chat_ask(body: dict[str, Any]) -> Ask:
     if not isinstance(messages, list) or not messages:
         raise ApiError(400, "'messages' must be a non-empty list of messages.", param="messages")
     read: list[tuple[str, str]] = []
+    images: list[tuple[str, str]] = []
     for n, message in enumerate(messages):
         if not isinstance(message, dict) or message.get("role") not in ROLES:
             raise ApiError(400, f"messages[{n}] must be an object with a role ({', '.join(ROLES)}).",
                            param=f"messages[{n}]")
-        read.append((message["role"], text_of(message.get("content"), f"messages[{n}].content")))
+        text, found = read_content(message.get("content"), f"messages[{n}].content")
+        read.append((message["role"], text))
+        if message["role"] == "user":
+            images = found
     text, prior, first = _conversation(read, "messages")
     options = body.get("stream_options")
     include_usage = bool(options.get("include_usage")) if isinstance(options, dict) else False
     return Ask(text, _model(body), prior, first, stream=body.get("stream") is True, include_usage=include_usage,
-               user=_user(body))
+               user=_user(body), images=images)
 
 
 def responses_ask(body: dict[str, Any]) -> Ask:
     """A ``/v1/responses`` request: ``input`` as text or a list of messages, ``previous_response_id``."""
     given = body.get("input")
+    images: list[tuple[str, str]] = []
     if isinstance(given, str):
         read = [("user", clean_text(given))]
     elif isinstance(given, list) and given:
@@ -139,7 +157,10 @@ def responses_ask(body: dict[str, Any]) -> Ask:
             if not isinstance(item, dict):
                 raise ApiError(400, f"input[{n}] must be an object.", param=f"input[{n}]")
             if item.get("type", "message") == "message" and item.get("role") in ROLES:
-                read.append((item["role"], text_of(item.get("content"), f"input[{n}].content")))
+                text, found = read_content(item.get("content"), f"input[{n}].content")
+                read.append((item["role"], text))
+                if item["role"] == "user":
+                    images = found
     else:
         raise ApiError(400, "'input' is a required property: text, or a list of messages.", param="input")
     text, prior, first = _conversation(read, "input")
@@ -147,7 +168,7 @@ def responses_ask(body: dict[str, Any]) -> Ask:
     if previous is not None and not isinstance(previous, str):
         raise ApiError(400, "previous_response_id must be a string.", param="previous_response_id")
     return Ask(text, _model(body), prior, first, stream=body.get("stream") is True, user=_user(body),
-               previous_response_id=previous or None)
+               previous_response_id=previous or None, images=images)
 
 
 # ---- answers -------------------------------------------------------------------------------------------------

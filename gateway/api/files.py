@@ -60,7 +60,7 @@ def decode_image(url: Any, param: str) -> tuple[bytes, str]:
                        code="invalid_image_url")
     mime = found["mime"].lower()
     if mime not in _TYPES:
-        raise ApiError(400, f"{param}: {mime or 'no type'} is not an image type Herald takes (PNG, JPEG, GIF, WebP, "
+        raise ApiError(400, f"{param}: {mime or 'no type'} is not an image type Herald takes (PNG, JPEG, GIF, WEBP, "
                             "BMP).", param=param, code="invalid_image_format")
     payload = url[found.end():]
     too_big = ApiError(400, f"{param}: the image is larger than {MAX_IMAGE_BYTES / 1048576:g} MB.", param=param,

@@ -125,11 +125,24 @@ def database_down(store: Any) -> Iterator[None]:
     connection, which the store takes for the database being down (``unavailable_kind``). What may wait (work
     taken already) waits and finishes afterwards; what may not (a new message) is refused with ``Unavailable``."""
 
-    async def refused(_op: Any) -> Any:
-        raise ConnectionRefusedError(111, "Connection refused")
+    down = True
+    write, read = store._write_once, store._read_once
 
-    store._write_once = store._read_once = refused
+    # A waiting operation keeps the function it was given: once the block ends it must reach the database, as a
+    # retry does when PostgreSQL is back, not meet a refusal for ever.
+    async def write_once(op: Any) -> Any:
+        if down:
+            raise ConnectionRefusedError(111, "Connection refused")
+        return await write(op)
+
+    async def read_once(op: Any) -> Any:
+        if down:
+            raise ConnectionRefusedError(111, "Connection refused")
+        return await read(op)
+
+    store._write_once, store._read_once = write_once, read_once
     try:
         yield
     finally:
+        down = False
         del store._write_once, store._read_once  # the class's own again

@@ -143,7 +143,9 @@ async def test_a_homeserver_in_trouble_makes_the_adapter_retry_and_lose_nothing(
 
 async def test_a_token_revoked_while_running_restarts_the_adapter_which_says_why(start_mx: Factory,
                                                                                fake_mx: FakeMatrix) -> None:
-    runner = await start_mx()
+    # The message that wakes the long poll has its turn: its answer cannot go out with the token refused, and a
+    # shutdown waits out the drain for it (30 s by default) before leaving it to the next start.
+    runner = await start_mx(extra={"gateway": {"drain_seconds": 1}})
     mx = runner.adapters["matrix"]
     del fake_mx.tokens[fake_mx.bot_token]  # logged out elsewhere
     fake_mx.user_message(fake_mx.dm(ALICE), ALICE, "anyone?")  # wakes the long poll

@@ -5,6 +5,8 @@ goes on. The real thing (a turn that kills ``herald run``, three restarts) is te
 
 from __future__ import annotations
 
+from typing import Any
+
 from gateway.ops.dashboard import views
 from gateway.ops.dashboard.data import Overview, parked_messages
 from gateway.platforms.base import InboundMessage, Source
@@ -89,10 +91,15 @@ async def test_a_message_at_its_limit_is_parked_told_once_and_the_next_answered(
     assert await status(runner2, unlucky) == "done"
     # The model never saw the parked message again: neither its turn nor a later one.
     assert all(POISON not in str(request["messages"]) for request in fake_llm.requests)
-    assert await runner2.store.inbox.unfinished() == []
+    # The answer is out before its row is finished (the send, then the commit): wait for the commit.
+    await wait_until(lambda: _none_unfinished(runner2), what="every message finished")
     assert runner2.counters.messages_parked == 1
     # The dashboard lists it, escaped.
     parked = await runner2.store.run_read(parked_messages)
     assert [(p["id"], p["text"], p["attempts"]) for p in parked] == [(poison, POISON, 3)]
     html = views.overview(Overview({}, [], [], [], parked=parked))
     assert 'id="parked"' in html and "&lt;b&gt;the daemon&lt;/b&gt;" in html and "<b>the daemon" not in html
+
+
+async def _none_unfinished(runner: Any) -> bool:
+    return await runner.store.inbox.unfinished() == []

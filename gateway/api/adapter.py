@@ -38,7 +38,6 @@ from gateway.api.streams import ChatWriter, ResponsesWriter, closing
 from gateway.api.wire import ApiError, Ask
 from gateway.inbound.accept import MAX_MESSAGE_CHARS
 from gateway.kernel.faults import WAIT_WHILE_UNAVAILABLE, Unavailable
-from gateway.media.outgoing import files_sent
 from gateway.platforms.base import (
     AdapterContext,
     Attachment,
@@ -112,7 +111,7 @@ class ApiAdapter(PlatformAdapter):
                    idempotency_key: str | None = None) -> list[str]:
         exchange = self._open.get(message.reply_to) if message.reply_to else None
         if exchange is not None:
-            exchange.answer(text + await self._links(exchange))
+            exchange.answer(text + await self._links(exchange, message.attachments))
         elif waiting := self._chats.get(chat_id):
             waiting[0].note(text)  # the chat's turns run in order: the oldest request's is the one running
         else:
@@ -120,14 +119,12 @@ class ApiAdapter(PlatformAdapter):
             log.info("api_nobody_waiting", chat_id=chat_id, answer=message.reply_to is not None, chars=len(text))
         return [f"{message.reply_to or chat_id}/{idempotency_key or uuid.uuid4().hex}"]
 
-    async def _links(self, exchange: Exchange) -> str:
-        """The files the turn's ``send_file`` sent, as Markdown links after the answer (delivery sends them after
-        its text, when the request is answered already: they are read from the turn's stored steps instead)."""
+    async def _links(self, exchange: Exchange, sent: list[Attachment]) -> str:
+        """The files the turn's ``send_file`` sent (named by the answer's last chunk; delivery sends them after
+        its text, when the request is answered already), as Markdown links after the answer."""
+        if not sent:
+            return ""
         try:
-            found = await self.conversations.request(exchange.id)
-            if found is None:
-                return ""
-            sent = files_sent(await self.conversations.store.messages.turn_messages(found["inbox_id"]))
             lines = []
             for att in sent:
                 name, path = await self.files.link(exchange.holder, att.path, att.filename)
@@ -135,7 +132,7 @@ class ApiAdapter(PlatformAdapter):
         except Exception as exc:  # the answer goes out without its links rather than not at all
             log.warning("api_file_links_failed", request_id=exchange.id, error=f"{type(exc).__name__}: {exc}")
             return ""
-        return "\n\n" + "\n".join(lines) if lines else ""
+        return "\n\n" + "\n".join(lines)
 
     async def send_file(self, chat_id: str, attachment: Attachment, message: OutboundMessage,
                         idempotency_key: str | None = None) -> list[str]:

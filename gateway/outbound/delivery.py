@@ -156,10 +156,13 @@ class Delivery:
                     if finish and index == end:
                         await self.store.inbox.mark(inbox_id, "done", expected="replied")  # type: ignore[arg-type]
                     continue
+                # The last chunk names the files that follow it (a platform that cannot post them after the
+                # text, the API, links them from it).
                 piece = OutboundMessage(
                     text=chunk, buttons=out.buttons if index == last else [],
                     reply_to=out.reply_to if index == 0 else None, thread_id=out.thread_id,
                     reply_handle=out.reply_handle, ephemeral=out.ephemeral,
+                    attachments=list(out.attachments) if index == last else [],
                 )
                 reuse = row["id"] if row is not None else None
                 if row is not None and row["status"] == "streamed" and row.get("platform_message_id"):

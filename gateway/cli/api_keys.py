@@ -5,7 +5,6 @@ checks every request against the table: a revoked key is refused from its next r
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import time
@@ -31,24 +30,10 @@ def parse_duration(text: str) -> float:
 
 
 def _run(work: Callable[[Any], Awaitable[Any]]) -> Any:
-    from gateway.cli.common import load
+    from gateway.cli.common import run_on_store
+    from gateway.storage.api_keys import ApiKeyStore
 
-    cfg, paths = load()
-
-    async def main() -> Any:
-        from gateway.storage.api_keys import ApiKeyStore
-        from gateway.storage.store import Store
-
-        if cfg.database.url is None:
-            paths.home.mkdir(parents=True, exist_ok=True)
-        store = Store(cfg.database.url or f"sqlite+aiosqlite:///{paths.db_file}")
-        try:
-            await store.init()
-            return await work(ApiKeyStore(store))
-        finally:
-            await store.close()
-
-    return asyncio.run(main())
+    return run_on_store(lambda store: work(ApiKeyStore(store)))
 
 
 def _when(ts: float | None) -> str:

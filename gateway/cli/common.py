@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 
@@ -107,3 +108,25 @@ def load_checked(config: str | None) -> tuple[Config, Paths, list[str], frozense
         if salvaged is None:  # not even a mapping of keys: nothing else can be checked
             fail_config(exc)
         return salvaged[0], paths, exc.problems, salvaged[1]
+
+
+def run_on_store(work: Callable[[Any], Awaitable[Any]]) -> Any:
+    """``work(store)`` on the profile's database (brought to the newest schema first), for a command that runs
+    without the daemon; the store is closed however it ends."""
+    import asyncio
+
+    cfg, paths = load()
+
+    async def main() -> Any:
+        from gateway.storage.store import Store
+
+        if cfg.database.url is None:
+            paths.home.mkdir(parents=True, exist_ok=True)
+        store = Store(cfg.database.url or f"sqlite+aiosqlite:///{paths.db_file}")
+        try:
+            await store.init()
+            return await work(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(main())

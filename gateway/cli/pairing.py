@@ -7,7 +7,6 @@ The CLI is always admin.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -22,24 +21,10 @@ app = typer.Typer(no_args_is_help=True, help="Pairing: let users who DMed the bo
 
 
 def _run(work: Callable[[Any], Awaitable[Any]]) -> Any:
-    from gateway.cli.common import load
+    from gateway.cli.common import run_on_store
     from gateway.inbound.pairing import Pairing
 
-    cfg, paths = load()
-
-    async def main() -> Any:
-        from gateway.storage.store import Store
-
-        if cfg.database.url is None:
-            paths.home.mkdir(parents=True, exist_ok=True)
-        store = Store(cfg.database.url or f"sqlite+aiosqlite:///{paths.db_file}")
-        try:
-            await store.init()
-            return await work(Pairing(store))
-        finally:
-            await store.close()
-
-    return asyncio.run(main())
+    return run_on_store(lambda store: work(Pairing(store)))
 
 
 def _when(ts: float | None) -> str:

@@ -110,7 +110,7 @@ class SessionRouter:
         if key not in self.held or taken.taken_from not in (None, self.instance.id):
             self.forget(key)  # another instance may have run the session meanwhile
         self.held[key] = time.monotonic()
-        for row in taken.rows:
+        for n, row in enumerate(taken.rows):
             if row["id"] in self.lanes.dispatched:
                 continue
             adapter = self.adapters.get(row["platform"])
@@ -118,10 +118,13 @@ class SessionRouter:
                 log.warning("routed_platform_missing", platform=row["platform"], inbox_id=row["id"])
                 continue
             if self.attempts is not None and self.attempts.exhausted(row):
-                self.lanes.dispatched.add(row["id"])
-                self.life.spawn(self.attempts.park(row["id"], InboundMessage.from_dict(row["payload"])),
-                                name="routing:park")
-                continue
+                # The session's later rows wait for the park: parking hides what the message's turns stored,
+                # and a later turn that read the history first would hand the model the message again.
+                later = [r for r in taken.rows[n + 1:] if r["id"] not in self.lanes.dispatched]
+                self.lanes.dispatched.update([row["id"], *(r["id"] for r in later)])
+                self.life.spawn(self._park_then(key, row, Taken(taken.owner, taken.inbox_id, later, taken.adopted,
+                                                                 taken.taken_from), fresh), name="routing:park")
+                return
             row["adopted"] = row["id"] in taken.adopted
             item = fresh if fresh is not None and fresh.inbox_id == row["id"] else self._item(row)
             if item is None:
@@ -136,6 +139,14 @@ class SessionRouter:
                     self.dispatch(adapter, item)
             else:
                 self.dispatch(adapter, item)
+
+    async def _park_then(self, key: str, row: dict[str, Any], later: Taken, fresh: Accepted | None) -> None:
+        assert self.attempts is not None and self.lanes.dispatched is not None
+        try:
+            await self.attempts.park(row["id"], InboundMessage.from_dict(row["payload"]))
+        finally:
+            self.lanes.dispatched.difference_update(r["id"] for r in later.rows)
+            self._take(key, later, fresh)
 
     def _item(self, row: dict[str, Any]) -> Accepted | None:
         """The row as an Accepted; None for a command that a gone instance left unfinished (it was about the

@@ -25,6 +25,7 @@ from agent_core.errors import (
     classify,
     parse_retry_after,
 )
+from agent_core.http import model_http_client
 from agent_core.sdk import ChatCompletion, openai
 
 __all__ = [
@@ -107,7 +108,13 @@ class LLMClient:
         self._on_fault = on_fault
         # The SDK's own retries are off: retry and fallback policy live here, with an interruptible wait.
         self._clients = [
-            openai.OpenAI(base_url=ep.base_url, api_key=ep.api_key or "not-needed", timeout=timeout, max_retries=0)
+            openai.OpenAI(
+                base_url=ep.base_url,
+                api_key=ep.api_key or "not-needed",
+                timeout=timeout,
+                max_retries=0,
+                http_client=model_http_client(timeout),
+            )
             for ep in self.endpoints
         ]
         self._extra: dict[str, Any] = {}
@@ -299,7 +306,7 @@ class LLMClient:
         body = {**kwargs, "stream": True, "stream_options": {"include_usage": True}}
         with client.post("/chat/completions", content=_json_body(body), cast_to=ChatCompletion,
                          stream=True, stream_cls=openai.Stream[object]) as stream:
-            for chunk in _cut_is_fault(_sse_json(stream.response.iter_lines())):
+            for chunk in _cut_is_fault(_sse_json(_lines(stream.response.iter_bytes()))):
                 if chunk is _DONE:
                     finished = True
                     continue
@@ -401,20 +408,38 @@ def _cut_is_fault(events: Iterator[Any]) -> Iterator[Any]:
         raise LLMError("connection", f"the stream was cut: {type(exc).__name__}", fault="stream_cut") from exc
 
 
-def _sse_json(lines: Iterator[str]) -> Iterator[Any]:
+def _sse_json(lines: Iterator[bytes]) -> Iterator[Any]:
     """The JSON payload of each server-sent event (``data:`` lines; comments skipped; ``[DONE]`` as
     ``_DONE``), reading every line to the end of the body."""
-    data: list[str] = []
+    data: list[bytes] = []
     for line in lines:
-        if line.startswith("data:"):
-            data.append(line[6:] if line.startswith("data: ") else line[5:])
+        if line.startswith(b"data:"):
+            data.append(line[6:] if line.startswith(b"data: ") else line[5:])
             continue
         if line or not data:
             continue  # another field (event:, id:, a comment), or a blank line with nothing pending
-        payload, data = "\n".join(data), []
-        yield _DONE if payload.startswith("[DONE]") else _json_or_error(payload)
+        payload, data = b"\n".join(data), []
+        yield _DONE if payload.startswith(b"[DONE]") else _json_or_error(payload)
     if data:
-        yield _DONE if data[0].startswith("[DONE]") else _json_or_error("\n".join(data))
+        yield _DONE if data[0].startswith(b"[DONE]") else _json_or_error(b"\n".join(data))
+
+
+def _lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """The lines of a body as it arrives, as bytes: the events' JSON goes to orjson undecoded (httpx's text
+    and line decoders cost more than the parse). Lines end in LF, CRLF or a lone CR, as server-sent events may."""
+    tail = b""
+    for chunk in chunks:
+        buf = tail + chunk if tail else chunk
+        lines = buf.splitlines()
+        if buf.endswith(b"\n"):
+            tail = b""
+        elif buf.endswith(b"\r"):  # its LF may start the next chunk: hold the line back with its CR
+            tail = lines.pop() + b"\r"
+        else:
+            tail = lines.pop() if lines else b""
+        yield from lines
+    if tail:
+        yield from tail.splitlines()
 
 
 def _json_body(body: dict[str, Any]) -> bytes:
@@ -426,7 +451,7 @@ def _json_body(body: dict[str, Any]) -> bytes:
         return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def _json_or_error(payload: str) -> Any:
+def _json_or_error(payload: bytes) -> Any:
     try:
         return orjson.loads(payload)
     except ValueError:

@@ -7,6 +7,8 @@ import asyncio
 import json
 import threading
 
+import pytest
+
 from agent_core.agent import Agent, TurnCallbacks
 from agent_core.llm import Endpoint, LLMClient
 from tests.fakes.llm import FakeLLM, Reply, ToolCall, ToolCalls
@@ -103,17 +105,36 @@ async def test_a_broken_text_callback_does_not_fail_the_turn(tmp_path):
 def test_server_sent_events_are_read_to_the_end_as_json():
     from agent_core.llm import _DONE, _sse_json
 
-    lines = [": keep-alive", "", "event: message", 'data: {"a": 1}', "", 'data: {"b":', 'data: 2}', "",
-             "data: [DONE]", "", 'data: {"late": true}']
+    lines = [b": keep-alive", b"", b"event: message", b'data: {"a": 1}', b"", b'data: {"b":', b"data: 2}", b"",
+             b"data: [DONE]", b"", b'data: {"late": true}']
     assert list(_sse_json(iter(lines))) == [{"a": 1}, {"b": 2}, _DONE, {"late": True}]
+
+
+@pytest.mark.parametrize("ending", [b"\n", b"\r\n", b"\r"])
+def test_a_body_splits_into_the_same_lines_wherever_its_chunks_are_cut(ending):
+    """Server-sent events may end lines in LF, CRLF or CR; a line (or a CRLF) cut across two chunks is one."""
+    from agent_core.llm import _lines
+
+    lines = [b": keep-alive", b"", b'data: {"a": "\xc3\xa9"}', b"", b"data: [DONE]", b""]
+    body = ending.join([*lines, b'data: {"last": 1}'])
+    whole = list(_lines(iter([body])))
+    assert whole == [*lines, b'data: {"last": 1}']
+    for cut in range(1, len(body)):
+        for second in range(cut, len(body)):
+            pieces = [body[:cut], body[cut:second], body[second:]]
+            assert list(_lines(iter(pieces))) == whole, (cut, second)
 
 
 async def test_a_streamed_reply_reuses_the_connection():
     """Each streamed reply is read to its end, so the next request goes over the same connection."""
     async with FakeLLM() as fake:
         llm = client(fake.base_url)
-        for _ in range(3):
-            await asyncio.to_thread(llm.complete, MSGS, None, None, on_text=lambda _p: None)
+
+        def three() -> None:  # in one thread: each worker thread keeps connections of its own
+            for _ in range(3):
+                llm.complete(MSGS, None, None, on_text=lambda _p: None)
+
+        await asyncio.to_thread(three)
         assert len(fake.peers) == 3 and len(set(fake.peers)) == 1
 
 

@@ -1,0 +1,130 @@
+"""The model's HTTP client (agent_core/http.py): keep-alive per worker thread, and what it must never reuse."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import pytest
+
+from agent_core.llm import Endpoint, LLMClient
+from tests.fakes.llm import FakeLLM, Reply
+from tests.support.polling import wait_until
+
+MSGS = [{"role": "user", "content": "hi"}]
+ANSWER = json.dumps({"id": "c", "object": "chat.completion", "created": 1, "model": "m",
+                     "choices": [{"index": 0, "message": {"role": "assistant", "content": "fine"},
+                                  "finish_reason": "stop"}]}).encode()
+
+
+def client(url: str, **kw) -> LLMClient:
+    kw.setdefault("rng", lambda: 0.5)
+    return LLMClient([Endpoint(url, "m", None)], **kw)
+
+
+class OneAnswerPerConnection:
+    """A raw HTTP/1.1 server that answers one request on a connection as keep-alive, then closes it (as a
+    server whose keep-alive timeout ran out does); records each request line and each connection it closed."""
+
+    def __init__(self) -> None:
+        self.request_lines: list[bytes] = []
+        self.closed = 0
+        self._server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> OneAnswerPerConnection:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/v1"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        self.request_lines.append(head.split(b"\r\n", 1)[0])
+        length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:"))
+        await reader.readexactly(length)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(ANSWER)
+                     + ANSWER)
+        await writer.drain()
+        writer.close()
+        await writer.wait_closed()
+        self.closed += 1
+
+
+async def test_a_connection_the_server_closed_while_idle_is_not_reused():
+    """Reusing it would fail the call (and count a fault): the next call opens a new connection instead."""
+    faults: list[str] = []
+    async with OneAnswerPerConnection() as server:
+        llm = client(server.url, max_retries=0, on_fault=faults.append)
+
+        def twice() -> list[str]:
+            first = llm.complete(MSGS)["content"]
+            wait_until_closed()
+            return [first, llm.complete(MSGS)["content"]]
+
+        def wait_until_closed() -> None:
+            done = threading.Event()
+            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(_closed(done)))
+            assert done.wait(10)
+
+        async def _closed(done: threading.Event) -> None:
+            await wait_until(lambda: server.closed == 1)
+            done.set()
+
+        loop = asyncio.get_running_loop()
+        assert await asyncio.to_thread(twice) == ["fine", "fine"]
+        assert faults == [] and len(server.request_lines) == 2
+
+
+async def test_a_call_cut_short_closes_its_connection_and_the_next_call_opens_another():
+    """The rest of a stopped answer is still on the wire: a later request on that connection would read it."""
+    async with FakeLLM() as fake:
+        fake.script(Reply.streamed(["one ", "two ", "three ", "four"], 0.05), Reply("next"))
+        llm = client(fake.base_url, max_retries=0)
+        interrupt = threading.Event()
+
+        def cut_then_ask() -> str:
+            try:
+                llm.complete(MSGS, None, interrupt, on_text=lambda _p: interrupt.set())
+            except Exception as exc:  # the stopped call: LLMError("interrupted")
+                assert getattr(exc, "kind", None) == "interrupted", exc
+            else:
+                raise AssertionError("the stopped call returned")
+            return llm.complete(MSGS)["content"]
+
+        assert await asyncio.to_thread(cut_then_ask) == "next"
+        assert len(fake.peers) == 2 and len(set(fake.peers)) == 2
+
+
+async def test_worker_threads_keep_connections_of_their_own_and_reuse_them():
+    async with FakeLLM() as fake:
+        llm = client(fake.base_url)
+        barrier = threading.Barrier(2)
+
+        def three() -> None:
+            barrier.wait()  # both threads hold their connection at once
+            for _ in range(3):
+                llm.complete(MSGS)
+
+        await asyncio.gather(asyncio.to_thread(three), asyncio.to_thread(three))
+        assert len(fake.peers) == 6 and len(set(fake.peers)) == 2
+
+
+@pytest.mark.parametrize("variable", ["HTTP_PROXY", "http_proxy", "ALL_PROXY"])
+async def test_a_proxy_in_the_environment_carries_the_model_calls(monkeypatch, variable):
+    """A daemon that reaches its model through a proxy keeps doing so."""
+    async with OneAnswerPerConnection() as proxy:
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        monkeypatch.setenv(variable, proxy.url.removesuffix("/v1"))
+        llm = client("http://model.invalid:8000/v1", max_retries=0)
+        assert (await asyncio.to_thread(llm.complete, MSGS))["content"] == "fine"
+        assert proxy.request_lines == [b"POST http://model.invalid:8000/v1/chat/completions HTTP/1.1"]

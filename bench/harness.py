@@ -43,6 +43,14 @@ LOG_LEVELS = ["debug", "info", "warning", "error"]
 NOT_INHERITED = ("HERALD_", "TELEGRAM_", "DISCORD_", "SLACK_", "WHATSAPP_", "MATRIX_")
 
 
+def compileall_quietly() -> None:
+    """Bytecode for Herald's packages, written where it is missing or older than its source."""
+    import compileall
+
+    for package in ("gateway", "agent_core", "tools", "cron"):
+        compileall.compile_dir(REPO / package, quiet=2)
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -126,6 +134,9 @@ class Daemon:
         # XDG_STATE_HOME: the daemon's credential locks (gateway/cluster/locks.py) stay apart from a real daemon's.
         environ.update(HERALD_HOME=str(self.home), XDG_STATE_HOME=str(self.home / "state"))
         environ.update(env or {})
+        # As an install leaves them (the Makefile's compileall, a wheel, the image): with PYTHONDONTWRITEBYTECODE
+        # set, stale or missing bytecode would be compiled again at every start and counted as start-up.
+        compileall_quietly()
         if profile:
             code = ("import cProfile, sys; sys.argv = ['herald', 'run']; from gateway.cli import main; "
                     f"cProfile.run('main()', {profile!r})")

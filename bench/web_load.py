@@ -32,6 +32,7 @@ from bench.harness import (  # noqa: E402
     echo_model,
     herald_config,
     histogram_quantile,
+    measure,
     metric,
     percentile,
     verdict,
@@ -184,7 +185,9 @@ def main() -> int:
             probe = Probe(daemon.port)
             probe.start()
             try:
-                result, failures, metrics = asyncio.run(load(daemon.url, token, args.chats, args.messages_per_chat))
+                # The daemon's CPU over the load includes the probe's /healthz requests (~100 a second).
+                (result, failures, metrics), usage = asyncio.run(
+                    measure(daemon, load(daemon.url, token, args.chats, args.messages_per_chat)))
             finally:
                 probe.stop()
             exit_code = daemon.stop()
@@ -219,6 +222,7 @@ def main() -> int:
                    f"target < {LOOP_LAG_TARGET_MS:g} ms: {verdict(lag * 1000 < LOOP_LAG_TARGET_MS)}")
     else:
         report.row("loop lag p99 (daemon metric)", "n/a", "(/metrics has no herald_loop_lag_p99_seconds)")
+    report.cpu(usage, result)
     report.row("lost messages", f"{result.lost}", f"target 0: {verdict(result.lost == 0)}")
     report.row("messages answered more than once", f"{result.twice}", "target 0")
     report.row("turns delivered (daemon histogram count)", f"{turns:.0f}", f"(sent {result.asked})")

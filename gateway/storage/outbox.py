@@ -99,7 +99,6 @@ class OutboxStore:
         rank = RECEIPT_RANK.get(state)
         if rank is None:
             raise ValueError(f"unknown receipt state {state!r}")
-        lower = [name for name, r in RECEIPT_RANK.items() if r < rank]
         values: dict[str, Any] = {"receipt": state, "updated_at": time.time()}
         if state == "failed":
             values.update(status="failed", error=error)
@@ -108,9 +107,7 @@ class OutboxStore:
             row_id = _row_of(conn, platform, message_id)
             if row_id is None:
                 return False
-            conn.execute(update(outbox).where(outbox.c.id == row_id,
-                                              or_(outbox.c.receipt.is_(None), outbox.c.receipt.in_(lower)))
-                         .values(**values))
+            conn.execute(_RECEIPT[state], {"b_id": row_id, **values})
             return True
 
         return await self.db.run_write(op)
@@ -143,9 +140,7 @@ def _like(value: str) -> str:
 def _row_of(conn: Connection, platform: str, message_id: str) -> int | None:
     """The newest outbox row holding ``message_id``: by the whole column first (one id per chunk, the usual case,
     found through the index), then as one of a chunk's several ids."""
-    found = conn.execute(select(outbox.c.id).where(outbox.c.platform == platform,
-                                                   outbox.c.platform_message_id == message_id)
-                         .order_by(outbox.c.id.desc()).limit(1)).scalar()
+    found = conn.execute(_ROW_OF, {"b_platform": platform, "b_message_id": message_id}).scalar()
     if found is not None:
         return int(found)
     escaped = _like(message_id)
@@ -161,3 +156,13 @@ def _row_of(conn: Connection, platform: str, message_id: str) -> int | None:
 # Built once (see gateway/storage/inbox.py).
 _OUTBOX_INSERT = insert(outbox)
 _OUTBOX_UPDATE = update(outbox).where(outbox.c.id == bindparam("b_id"))
+# Receipts come two or three per message sent (WhatsApp's sent, delivered, read): built per call, these
+# statements took as much of the database thread's CPU as the message's own writes.
+_ROW_OF = (select(outbox.c.id).where(outbox.c.platform == bindparam("b_platform"),
+                                     outbox.c.platform_message_id == bindparam("b_message_id"))
+           .order_by(outbox.c.id.desc()).limit(1))
+_RECEIPT = {  # a state moves the receipt on only from a lower one
+    state: _OUTBOX_UPDATE.where(or_(outbox.c.receipt.is_(None),
+                                    outbox.c.receipt.in_([name for name, r in RECEIPT_RANK.items() if r < rank])))
+    for state, rank in RECEIPT_RANK.items()
+}

@@ -14,6 +14,8 @@ from sqlalchemy.engine import Connection
 from gateway.storage.db import Database, is_unique_violation, op_all, op_exec, op_first
 from gateway.storage.tables import chat_log
 
+_CHAT_LOG_INSERT = insert(chat_log)  # built once: two rows per message of the web chat
+
 
 class ChatLogStore:
     def __init__(self, db: Database) -> None:
@@ -25,10 +27,10 @@ class ChatLogStore:
         """False when ``message_id`` is in the log already."""
         now = time.time()
         try:
-            await self.db.run_write(op_exec(insert(chat_log).values(
-                platform=platform, chat_id=chat_id, message_id=message_id, role=role, user_id=user_id,
-                text=text, buttons=buttons, created_at=now, updated_at=now, files=files or None,
-            )), wait=wait)
+            await self.db.run_write(op_exec((_CHAT_LOG_INSERT, {
+                "platform": platform, "chat_id": chat_id, "message_id": message_id, "role": role, "user_id": user_id,
+                "text": text, "buttons": buttons, "created_at": now, "updated_at": now, "files": files or None,
+            })), wait=wait)
             return True
         except Exception as exc:
             if is_unique_violation(exc):

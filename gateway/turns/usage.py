@@ -67,6 +67,9 @@ def cost_of(by_model: dict[str, Totals], prices: dict[str, ModelPrice]) -> tuple
     return total, unpriced
 
 
+_USAGE_INSERT = insert(usage)  # built once: a row per turn
+
+
 class UsageLedger:
     def __init__(self, store: Store, prices: dict[str, ModelPrice], daily_budget: int | None,
                  clock: Callable[[], float] = time.time) -> None:
@@ -83,7 +86,7 @@ class UsageLedger:
                  "created_at": self.clock()}
                 for model, u in meter.snapshot().items() if u.calls]
         if rows:
-            await self.store.run_write(lambda conn: conn.execute(insert(usage), rows))
+            await self.store.run_write(lambda conn: conn.execute(_USAGE_INSERT, rows))
 
     async def by_sessions(self, session_ids: list[str]) -> dict[str, Totals]:
         return await self._totals(usage.c.session_id.in_(session_ids))

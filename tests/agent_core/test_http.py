@@ -128,3 +128,56 @@ async def test_a_proxy_in_the_environment_carries_the_model_calls(monkeypatch, v
         llm = client("http://model.invalid:8000/v1", max_retries=0)
         assert (await asyncio.to_thread(llm.complete, MSGS))["content"] == "fine"
         assert proxy.request_lines == [b"POST http://model.invalid:8000/v1/chat/completions HTTP/1.1"]
+
+
+def _self_signed(tmp_path) -> tuple[str, str]:
+    """A certificate for 127.0.0.1 signed by itself, and its key: (cert path, key path)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "herald test")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return str(cert_path), str(key_path)
+
+
+async def test_https_is_verified_against_the_trusted_certificates(tmp_path, monkeypatch):
+    """An HTTPS model whose certificate nothing trusts is refused (a connection error, never an answer); trusted
+    through SSL_CERT_FILE, as the SDK's own client allows, it answers, and its connection is kept."""
+    import ssl
+
+    from agent_core.errors import LLMError
+
+    cert, key = _self_signed(tmp_path)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    fake = FakeLLM()
+    fake.ssl_context = server_ctx
+    async with fake:
+        url = fake.base_url
+        assert url.startswith("https://")
+        monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+        monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+        with pytest.raises(LLMError) as refused:
+            await asyncio.to_thread(client(url, max_retries=0).complete, MSGS)
+        assert refused.value.kind == "connection" and not fake.requests
+        monkeypatch.setenv("SSL_CERT_FILE", cert)
+        fake.script(Reply("over tls"), Reply("again"))
+        llm = client(url, max_retries=0)
+        answers = await asyncio.to_thread(lambda: [llm.complete(MSGS)["content"] for _ in range(2)])
+        assert answers == ["over tls", "again"] and len(set(fake.peers)) == 1

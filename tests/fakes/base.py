@@ -29,10 +29,11 @@ class HttpFake:
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self.host, self.port = host, port
         self._runner: web.AppRunner | None = None
+        self.ssl_context: Any = None  # set before serving: the fake speaks HTTPS with it
 
     @property
     def root(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.ssl_context is not None else 'http'}://{self.host}:{self.port}"
 
     def routes(self) -> list[web.AbstractRouteDef]:
         raise NotImplementedError
@@ -42,7 +43,7 @@ class HttpFake:
         app.add_routes(self.routes())
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, **self.runner_options)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True, ssl_context=self.ssl_context)
         await site.start()
         if self.port == 0:
             self.port = self._runner.addresses[0][1]

@@ -1,20 +1,22 @@
-"""The HTTP client under the openai SDK: its own keep-alive connections per worker thread, on ``http.client``.
+"""The HTTP client under the openai SDK: keep-alive connections on ``http.client``, shared without a lock.
 
 The SDK's default transport (httpcore over h11, in pure Python) was the largest single cost of a turn: about
 half of a model call's CPU went to h11's state machine and header validation, and with a hundred turns in
-the model call at once the connection pool's one lock convoyed every worker thread through the GIL. Turns run
-in long-lived worker threads, each making one call at a time, so each thread keeps its own connections and no
-lock is shared. The SDK still builds each request, makes each error from the response, and reads the body.
+the model call at once the connection pool's one lock convoyed every worker thread through the GIL. Here the
+idle connections wait in a deque per server, taken and given back with its atomic pop and append: the newest
+is reused first, and those idle past ``IDLE_SECONDS`` are closed as others come back, so the open connections
+follow how many calls ran at once lately. The SDK still builds each request, makes each error from the
+response, and reads the body.
 
 A proxy from the environment (``HTTPS_PROXY`` and the rest) keeps the SDK's default client, which honours it.
 """
 
 from __future__ import annotations
 
+import collections
 import http.client
 import select
 import ssl
-import threading
 import time
 import urllib.request
 import weakref
@@ -29,6 +31,7 @@ except ImportError:  # pragma: no cover
 
 __all__ = ["LeanTransport", "model_http_client"]
 
+Key = tuple[str, str, int | None]  # scheme, host, port
 IDLE_SECONDS = 5.0  # an idle connection older than this is closed, not reused (httpcore's keep-alive expiry)
 # As many idle connections as the SDK may open: past its default 100, each finished call closed its connection.
 LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=1000)
@@ -44,10 +47,11 @@ def model_http_client(timeout: float) -> Any:
 
 
 class LeanTransport(httpx.BaseTransport):
-    """HTTP/1.1 with keep-alive, one set of idle connections per thread; errors raised as httpx's own."""
+    """HTTP/1.1 with keep-alive; errors raised as httpx's own."""
 
     def __init__(self) -> None:
-        self._local = threading.local()
+        self._clock = time.monotonic
+        self._waiting: dict[Key, collections.deque[tuple[float, http.client.HTTPConnection]]] = {}
         self._open: weakref.WeakSet[http.client.HTTPConnection] = weakref.WeakSet()
         self._ssl: ssl.SSLContext | None = None
         self._closed = False
@@ -85,29 +89,40 @@ class LeanTransport(httpx.BaseTransport):
 
     # ---- connections ----------------------------------------------------------------------------------
 
-    def _pool(self) -> dict[tuple[str, str, int | None], list[tuple[float, http.client.HTTPConnection]]]:
-        try:
-            return self._local.pool
-        except AttributeError:
-            self._local.pool = pool = {}
-            return pool
-
-    def _idle(self, key: tuple[str, str, int | None]) -> http.client.HTTPConnection | None:
-        idle = self._pool().get(key)
-        now = time.monotonic()
+    def _idle(self, key: Key) -> http.client.HTTPConnection | None:
+        idle = self._waiting.get(key)
+        now = self._clock()
         while idle:
-            since, conn = idle.pop()
+            try:
+                since, conn = idle.pop()
+            except IndexError:  # another thread took the last one
+                return None
             # Readable while idle means the server closed it (or sent what no request asked for): not reusable.
             if now - since < IDLE_SECONDS and conn.sock is not None and not _readable(conn.sock):
                 return conn
             conn.close()
         return None
 
-    def _release(self, key: tuple[str, str, int | None], conn: http.client.HTTPConnection) -> None:
+    def _release(self, key: Key, conn: http.client.HTTPConnection) -> None:
         if self._closed:
             conn.close()
             return
-        self._pool().setdefault(key, []).append((time.monotonic(), conn))
+        idle = self._waiting.get(key)
+        if idle is None:
+            idle = self._waiting.setdefault(key, collections.deque())
+        now = self._clock()
+        idle.append((now, conn))
+        # The oldest wait at the left: those idle too long are closed here rather than kept for a reuse that
+        # would only find them stale.
+        while idle and now - idle[0][0] >= IDLE_SECONDS:
+            try:
+                since, old = idle.popleft()
+            except IndexError:
+                break
+            if now - since < IDLE_SECONDS:  # the deque moved meanwhile: it was a fresh one
+                idle.append((since, old))
+                break
+            old.close()
 
     def _connect(self, url: httpx.URL, connect_s: float | None, read_s: float | None) -> http.client.HTTPConnection:
         conn: http.client.HTTPConnection
@@ -129,9 +144,9 @@ class LeanTransport(httpx.BaseTransport):
 
 
 class _Body(httpx.SyncByteStream):
-    """A response's body as it arrives; read to its end, the connection goes back to its thread's idle set."""
+    """A response's body as it arrives; read to its end, its connection waits for the next request."""
 
-    def __init__(self, transport: LeanTransport, key: tuple[str, str, int | None], conn: http.client.HTTPConnection,
+    def __init__(self, transport: LeanTransport, key: Key, conn: http.client.HTTPConnection,
                  resp: http.client.HTTPResponse, request: httpx.Request) -> None:
         self._transport, self._key, self._conn, self._resp, self._request = transport, key, conn, resp, request
 

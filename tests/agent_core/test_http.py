@@ -104,18 +104,53 @@ async def test_a_call_cut_short_closes_its_connection_and_the_next_call_opens_an
         assert len(fake.peers) == 2 and len(set(fake.peers)) == 2
 
 
-async def test_worker_threads_keep_connections_of_their_own_and_reuse_them():
+async def test_connections_follow_the_calls_made_at_once_and_are_shared_between_threads():
     async with FakeLLM() as fake:
         llm = client(fake.base_url)
         barrier = threading.Barrier(2)
 
         def three() -> None:
-            barrier.wait()  # both threads hold their connection at once
+            barrier.wait()
             for _ in range(3):
                 llm.complete(MSGS)
 
         await asyncio.gather(asyncio.to_thread(three), asyncio.to_thread(three))
-        assert len(fake.peers) == 6 and len(set(fake.peers)) == 2
+        assert len(fake.peers) == 6 and 1 <= len(set(fake.peers)) <= 2
+        opened = set(fake.peers)
+
+        def three_alone() -> None:  # in a thread that never called: it takes a waiting connection
+            for _ in range(3):
+                llm.complete(MSGS)
+
+        await asyncio.get_running_loop().run_in_executor(None, three_alone)
+        assert set(fake.peers[6:]) <= opened
+
+
+async def test_connections_idle_too_long_are_closed_as_others_come_back():
+    """A burst's connections do not stay open for ever: once idle past IDLE_SECONDS, the next call that gives
+    its connection back closes them (the server sees them go)."""
+    import agent_core.http as http
+
+    clock = [0.0]
+    async with FakeLLM() as fake:
+        llm = client(fake.base_url)
+        transport = llm._clients[0]._client._transport
+        transport._clock = lambda: clock[0]
+        barrier = threading.Barrier(3)
+
+        def one() -> None:
+            barrier.wait()  # three calls at once: three connections, given back at 0
+            llm.complete(MSGS)
+
+        await asyncio.gather(*(asyncio.to_thread(one) for _ in range(3)))
+        assert len(set(fake.peers)) == 3 and fake.open_connections() == 3
+        clock[0] = http.IDLE_SECONDS - 1
+        await asyncio.to_thread(llm.complete, MSGS)  # the newest is reused, and waits again from here
+        clock[0] = http.IDLE_SECONDS + 0.5
+        await asyncio.to_thread(llm.complete, MSGS)  # reused again; the two left since 0 are closed
+        assert len(set(fake.peers)) == 3
+        assert sum(len(idle) for idle in transport._waiting.values()) == 1
+        await wait_until(lambda: fake.open_connections() == 1, what="the idle connections closed")
 
 
 @pytest.mark.parametrize("variable", ["HTTP_PROXY", "http_proxy", "ALL_PROXY"])

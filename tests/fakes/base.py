@@ -48,6 +48,11 @@ class HttpFake:
         if self.port == 0:
             self.port = self._runner.addresses[0][1]
 
+    def open_connections(self) -> int:
+        """Connections clients hold open to the fake now."""
+        server = self._runner.server if self._runner is not None else None
+        return len(server.connections) if server is not None else 0
+
     async def close(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from typing import Any
+from urllib.parse import urlencode
 
 from gateway.kernel.imports import import_without
 from gateway.platforms.base import MaybeSent, PermanentError, RateLimited, TransientError
@@ -61,6 +62,9 @@ def file_base_url(base_url: str) -> str:
     return base_url.rstrip("/") + "/file/bot"
 
 
+FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+
+
 def make_request(pool_size: int, read_s: float, connect_s: float = 10.0, pool_s: float = 30.0) -> Any:
     """PTB's networking backend (a ``telegram.request.BaseRequest``) on aiohttp instead of httpx.
 
@@ -110,6 +114,7 @@ def make_request(pool_size: int, read_s: float, connect_s: float = 10.0, pool_s:
             timeout = aiohttp.ClientTimeout(total=None, sock_read=read, sock_connect=connect,
                                             connect=None if connect is None or pool is None else connect + pool)
             data: Any = None
+            headers: dict[str, str] | None = None
             if request_data is not None:
                 if request_data.contains_files:
                     form = aiohttp.FormData()
@@ -123,9 +128,11 @@ def make_request(pool_size: int, read_s: float, connect_s: float = 10.0, pool_s:
                             form.add_field(key, value)
                     data = form
                 else:
-                    data = request_data.json_parameters
+                    # Encoded here: given the dict, aiohttp builds a FormData (and a multipart writer) per request.
+                    data = urlencode(request_data.json_parameters).encode()
+                    headers = FORM
             try:
-                async with self._session.request(method, url, data=data, timeout=timeout) as resp:
+                async with self._session.request(method, url, data=data, headers=headers, timeout=timeout) as resp:
                     return resp.status, await resp.read()
             except TimeoutError as exc:
                 raise TimedOut from exc

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import random
 import threading
 import time
 import uuid
@@ -42,6 +43,7 @@ from gateway.turns.journal import Steered, TurnJournal
 from gateway.turns.lanes import Lane, Turn
 from gateway.turns.usage import UsageLedger
 
+TYPING_REFRESH = 4.0  # seconds between two typing requests of a turn (at most)
 log = structlog.get_logger("herald.turns")
 
 NO_MODEL_TEXT = (
@@ -436,7 +438,10 @@ class TurnExecutor:
                 await adapter.typing(source.chat_id, source.thread_id)
             except Exception as exc:
                 log.debug("typing_failed", error=str(exc))
-            await asyncio.sleep(4.0)
+            # Under the 5 s a typing status lasts; jittered so that turns started together (a burst of messages,
+            # a restart's recovered turns) do not refresh together: 64 requests in one loop pass held every other
+            # callback ~15 ms.
+            await asyncio.sleep(random.uniform(TYPING_REFRESH * 0.85, TYPING_REFRESH))
 
     # ---- a detached turn (cron) ----------------------------------------------------------------------
 

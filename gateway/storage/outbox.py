@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import bindparam, insert, or_, select, update
+from sqlalchemy import bindparam, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from gateway.storage.db import Database, op_all, op_exec
@@ -139,17 +139,15 @@ def _like(value: str) -> str:
 
 def _row_of(conn: Connection, platform: str, message_id: str) -> int | None:
     """The newest outbox row holding ``message_id``: by the whole column first (one id per chunk, the usual case,
-    found through the index), then as one of a chunk's several ids."""
+    found through the index), then as one of a chunk's several ids among the newest ``SEVERAL_IDS_WITHIN`` rows."""
     found = conn.execute(_ROW_OF, {"b_platform": platform, "b_message_id": message_id}).scalar()
     if found is not None:
         return int(found)
     escaped = _like(message_id)
-    column = outbox.c.platform_message_id
-    found = conn.execute(select(outbox.c.id).where(
-        outbox.c.platform == platform,
-        or_(column.like(f"{escaped} %", escape="\\"), column.like(f"% {escaped}", escape="\\"),
-            column.like(f"% {escaped} %", escape="\\")),
-    ).order_by(outbox.c.id.desc()).limit(1)).scalar()
+    found = conn.execute(_ROW_OF_SEVERAL, {
+        "b_platform": platform, "b_window": SEVERAL_IDS_WITHIN,
+        "b_first": f"{escaped} %", "b_last": f"% {escaped}", "b_inner": f"% {escaped} %",
+    }).scalar()
     return int(found) if found is not None else None
 
 
@@ -161,6 +159,18 @@ _OUTBOX_UPDATE = update(outbox).where(outbox.c.id == bindparam("b_id"))
 _ROW_OF = (select(outbox.c.id).where(outbox.c.platform == bindparam("b_platform"),
                                      outbox.c.platform_message_id == bindparam("b_message_id"))
            .order_by(outbox.c.id.desc()).limit(1))
+# A chunk sent as several messages is rare, and its ids can only be searched for with LIKE: without a bound, each
+# receipt that outran its send's record (retried a few times) scanned the platform's whole outbox in the one
+# writer thread, holding every other write. The window keeps that a range of the primary key; a receipt for
+# such a chunk older than it is not recorded (logged as unmatched).
+SEVERAL_IDS_WITHIN = 10_000
+_ROW_OF_SEVERAL = (
+    select(outbox.c.id)
+    .where(outbox.c.platform == bindparam("b_platform"),
+           outbox.c.id > select(func.max(outbox.c.id)).scalar_subquery() - bindparam("b_window"),
+           or_(*(outbox.c.platform_message_id.like(bindparam(name), escape="\\")
+                 for name in ("b_first", "b_last", "b_inner"))))
+    .order_by(outbox.c.id.desc()).limit(1))
 _RECEIPT = {  # a state moves the receipt on only from a lower one
     state: _OUTBOX_UPDATE.where(or_(outbox.c.receipt.is_(None),
                                     outbox.c.receipt.in_([name for name, r in RECEIPT_RANK.items() if r < rank])))

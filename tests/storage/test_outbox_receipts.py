@@ -66,3 +66,31 @@ async def test_a_message_sent_again_in_another_form_keeps_its_row(db_url: str) -
         assert not await store.outbox.replace("chat", "wamid.gone", ["wamid.Z"])
     finally:
         await store.close()
+
+
+async def test_one_of_several_ids_is_looked_for_among_the_newest_rows_only(db_url: str, monkeypatch) -> None:
+    """The LIKE search for an id among a chunk's several is bounded to the newest rows: a receipt that finds
+    nothing (one that outran its send's record, asked again a few times) must not scan the whole outbox in the
+    writer thread each time."""
+    from gateway.storage import outbox as outbox_store
+
+    monkeypatch.setattr(outbox_store, "SEVERAL_IDS_WITHIN", 3)
+    store = Store(db_url)
+    await store.init()
+    try:
+        old = await store.outbox.begin(None, "chat", "+1555", 0, key="old")
+        await store.outbox.finish(old, "sent", ["wamid.O1", "wamid.O2"], None, None, None)
+        for n in range(3):
+            row = await store.outbox.begin(None, "chat", "+1555", 0, key=f"k{n}")
+            await store.outbox.finish(row, "sent", [f"wamid.{n}"], None, None, None)
+        recent = await store.outbox.begin(None, "chat", "+1555", 0, key="recent")
+        await store.outbox.finish(recent, "sent", ["wamid.R1", "wamid.R2"], None, None, None)
+
+        assert await store.outbox.receipt("chat", "wamid.R2", "delivered")
+        assert (await _row(store, recent))["receipt"] == "delivered"
+        assert not await store.outbox.receipt("chat", "wamid.O2", "delivered")  # four rows back: outside
+        assert (await _row(store, old))["receipt"] is None
+        assert await store.outbox.receipt("chat", "wamid.O1", "delivered") is False
+        assert await store.outbox.receipt("chat", "wamid.0", "read")  # a whole column: found at any age
+    finally:
+        await store.close()

@@ -60,18 +60,22 @@ class LeanTransport(httpx.BaseTransport):
         url = request.url
         if url.scheme not in ("http", "https"):
             raise httpx.UnsupportedProtocol(f"the model's URL has an unsupported scheme: {url.scheme!r}")
+        body = request.read()
+        headers = request.headers.raw
+        if "transfer-encoding" in request.headers:  # a streamed body, read whole above: sent with its length
+            headers = [(n, v) for n, v in headers if n.lower() not in (b"transfer-encoding", b"content-length")]
+            headers.append((b"Content-Length", str(len(body)).encode()))
         timeouts = request.extensions.get("timeout") or {}
         key = (url.scheme, url.host, url.port)
         conn = self._idle(key)
         if conn is None:
             conn = self._connect(url, timeouts.get("connect"), timeouts.get("read"))
-        body = request.read()
         try:
             conn.putrequest(request.method, url.raw_path.decode("ascii"), skip_host=True, skip_accept_encoding=True)
-            for name, value in request.headers.raw:
+            for name, value in headers:
                 conn.putheader(name, value)
             conn.endheaders(body or None)
-        except OSError as exc:
+        except (OSError, http.client.HTTPException) as exc:
             conn.close()
             raise _mapped(exc, httpx.WriteTimeout, httpx.WriteError, request) from exc
         try:

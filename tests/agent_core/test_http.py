@@ -216,3 +216,20 @@ async def test_https_is_verified_against_the_trusted_certificates(tmp_path, monk
         llm = client(url, max_retries=0)
         answers = await asyncio.to_thread(lambda: [llm.complete(MSGS)["content"] for _ in range(2)])
         assert answers == ["over tls", "again"] and len(set(fake.peers)) == 1
+
+
+async def test_a_streamed_request_body_goes_whole_with_its_length():
+    """httpx sends a body given as an iterator in chunked encoding; this client sends it whole, as one the
+    server reads by its Content-Length."""
+    import httpx2
+
+    from agent_core.http import LeanTransport
+
+    async with OneAnswerPerConnection() as server:
+        def post() -> bytes:
+            with httpx2.Client(transport=LeanTransport()) as http:
+                response = http.post(server.url + "/chat/completions", content=iter([b'{"a":', b" 1}"]))
+                return response.content
+
+        assert await asyncio.to_thread(post) == ANSWER
+        assert server.request_lines == [b"POST /v1/chat/completions HTTP/1.1"]

@@ -133,17 +133,16 @@ async def test_connections_idle_too_long_are_closed_as_others_come_back():
 
     clock = [0.0]
     async with FakeLLM() as fake:
-        llm = client(fake.base_url)
+        llm = client(fake.base_url, stream=True)
         transport = llm._clients[0]._client._transport
         transport._clock = lambda: clock[0]
-        barrier = threading.Barrier(3)
-
-        def one() -> None:
-            barrier.wait()  # three calls at once: three connections, given back at 0
-            llm.complete(MSGS)
-
-        await asyncio.gather(*(asyncio.to_thread(one) for _ in range(3)))
-        assert len(set(fake.peers)) == 3 and fake.open_connections() == 3
+        gate = asyncio.Event()  # each answer holds its connection after its first piece until the gate opens
+        fake.script(*(Reply.streamed(["a ", "b"], 0.0, gate=gate) for _ in range(3)))
+        calls = asyncio.gather(*(asyncio.to_thread(llm.complete, MSGS) for _ in range(3)))
+        await wait_until(lambda: fake.open_connections() == 3, what="three calls at once")
+        gate.set()
+        await calls  # three connections, given back at 0
+        assert len(set(fake.peers)) == 3
         clock[0] = http.IDLE_SECONDS - 1
         await asyncio.to_thread(llm.complete, MSGS)  # the newest is reused, and waits again from here
         clock[0] = http.IDLE_SECONDS + 0.5

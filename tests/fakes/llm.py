@@ -413,7 +413,7 @@ class FakeLLM(AudioEndpoints, HttpFake):
         pieces = (getattr(step, "chunks", None) or _pieces(content)) if content else []
         chunk_delay = getattr(step, "chunk_delay", 0.0)
         cut_after = getattr(step, "cut_after", None)
-        if chunk_delay or cut_after is not None:
+        if chunk_delay or cut_after is not None or getattr(step, "gate", None) is not None:
             # Piece by piece, as a model writes: one write each, with the wait before it.
             await resp.write(b"".join(head))
             for n, piece in enumerate(pieces):

@@ -16,7 +16,6 @@ import random
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import structlog
@@ -41,6 +40,7 @@ from gateway.turns.attempts import Attempts
 from gateway.turns.compression import Compressor
 from gateway.turns.journal import Steered, TurnJournal
 from gateway.turns.lanes import Lane, Turn
+from gateway.turns.pool import turn_pool
 from gateway.turns.usage import UsageLedger
 
 TYPING_REFRESH = 4.0  # seconds between two typing requests of a turn (at most)
@@ -50,8 +50,6 @@ NO_MODEL_TEXT = (
     "No model is configured yet: set model.base_url, model.name and model.api_key_env in "
     "config.yaml (any OpenAI-compatible endpoint), then restart Herald."
 )
-# Threads beyond the turn limit only ever wait for a person; this bounds how many can.
-MAX_WAITING_TURNS = 512
 
 
 class TurnSlots:
@@ -154,8 +152,7 @@ class TurnExecutor:
         self.usage = usage  # gateway/turns/usage.py: token usage per turn, the daily budget
         self.slots = TurnSlots(cfg.gateway.max_concurrent_turns)
         self.history = History(store)
-        self.pool = ThreadPoolExecutor(max_workers=cfg.gateway.max_concurrent_turns + MAX_WAITING_TURNS,
-                                       thread_name_prefix="turn")
+        self.pool = turn_pool(cfg.gateway.max_concurrent_turns)
 
     # ---- a chat turn -------------------------------------------------------------------------------
 

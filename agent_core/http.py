@@ -118,10 +118,12 @@ class LeanTransport(httpx.BaseTransport):
         idle.append((now, conn))
         # The oldest wait at the left: those idle too long are closed here rather than kept for a reuse that
         # would only find them stale.
-        while idle and now - idle[0][0] >= IDLE_SECONDS:
+        while True:
             try:
+                if now - idle[0][0] < IDLE_SECONDS:
+                    break
                 since, old = idle.popleft()
-            except IndexError:
+            except IndexError:  # other threads took the rest meanwhile
                 break
             if now - since < IDLE_SECONDS:  # the deque moved meanwhile: it was a fresh one
                 idle.append((since, old))

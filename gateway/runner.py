@@ -85,7 +85,6 @@ from gateway.turns.compression import COMPRESS_COMMANDS, Compressor
 from gateway.turns.executor import TurnExecutor
 from gateway.turns.lanes import Lanes
 from gateway.turns.memory import MEMORY_COMMANDS, MemoryBook
-from gateway.turns.pool import ThreadStarter
 from gateway.turns.usage import USAGE_COMMANDS, UsageDeps, UsageLedger
 from tools.registry import ToolRegistry
 from tools.registry import registry as builtin_tools
@@ -206,7 +205,6 @@ class GatewayRunner:
                                   self.approvals, self.adapters, self.counters, metrics=self.metrics,
                                   compression=self.compression, usage=self.usage, streams=self.streams,
                                   attempts=self.attempts, media=self.media)
-        self._turn_threads = ThreadStarter(self.turns.pool, cfg.gateway.max_concurrent_turns)
         self.lanes = Lanes(cfg.gateway, self.store, self.notices, self, self.instance, self.counters, self.turns.run,
                            routed=self.bus.enabled, media=self.media.inbound, echo=cfg.transcription.echo)
 
@@ -308,7 +306,7 @@ class GatewayRunner:
         if self.router.enabled:
             self.spawn(self.router.run(), name="routing")
         self.spawn(self._measure_loop_lag(), name="loop-lag")
-        self.spawn(asyncio.to_thread(self._turn_threads.run), name="turn-threads")
+        self.spawn(asyncio.to_thread(self.turns.pool.start_threads), name="turn-threads")
         if self.cfg.sessions.retention_days:
             from gateway.storage.retention import Retention
 
@@ -446,7 +444,6 @@ class GatewayRunner:
         await self.supervisor.stop()
         if self._http:
             await self._http.stop()
-        self._turn_threads.abort()
         self.turns.pool.shutdown(wait=False, cancel_futures=True)
         await self.mcp.stop()  # after the turns, which may still be calling them
         if self.egress is not None:  # after the turns: a command still running keeps its network until here

@@ -40,7 +40,7 @@ from gateway.turns.attempts import Attempts
 from gateway.turns.compression import Compressor
 from gateway.turns.journal import Steered, TurnJournal
 from gateway.turns.lanes import Lane, Turn
-from gateway.turns.pool import turn_pool
+from gateway.turns.pool import TurnPool
 from gateway.turns.usage import UsageLedger
 
 TYPING_REFRESH = 4.0  # seconds between two typing requests of a turn (at most)
@@ -152,7 +152,7 @@ class TurnExecutor:
         self.usage = usage  # gateway/turns/usage.py: token usage per turn, the daily budget
         self.slots = TurnSlots(cfg.gateway.max_concurrent_turns)
         self.history = History(store)
-        self.pool = turn_pool(cfg.gateway.max_concurrent_turns)
+        self.pool = TurnPool(cfg.gateway.max_concurrent_turns)
 
     # ---- a chat turn -------------------------------------------------------------------------------
 

@@ -20,39 +20,34 @@ log = structlog.get_logger("herald.turns")
 MAX_WAITING_TURNS = 512
 
 
-def turn_pool(limit: int) -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=limit + MAX_WAITING_TURNS, thread_name_prefix="turn")
+class TurnPool(ThreadPoolExecutor):
+    def __init__(self, limit: int, waiting: int = MAX_WAITING_TURNS, timeout: float = 30.0) -> None:
+        super().__init__(max_workers=limit + waiting, thread_name_prefix="turn")
+        self.limit, self._timeout = limit, timeout
+        self._starting = threading.Barrier(limit + 1)
+        self._closed = False
 
-
-class ThreadStarter:
-    """Has ``count`` of the pool's threads running: ``count`` tasks that each hold a thread until all of them run.
-    ``run`` blocks (call it off the loop); ``abort`` lets them all go at once (a shutdown during start-up)."""
-
-    def __init__(self, pool: ThreadPoolExecutor, count: int, timeout: float = 30.0) -> None:
-        self.pool, self.count, self.timeout = pool, count, timeout
-        self._barrier = threading.Barrier(count + 1)
-
-    def run(self) -> None:
+    def start_threads(self) -> None:
+        """Have ``limit`` threads running: as many tasks that each hold a thread until all of them run. Blocks:
+        call it off the loop."""
         try:
-            for _ in range(self.count):
-                self.pool.submit(self._hold)
-        except RuntimeError:  # the pool was shut down meanwhile
-            self.abort()
+            for _ in range(self.limit):
+                self.submit(self._hold)
+        except RuntimeError:  # shut down meanwhile (a start that failed)
             return
         try:
-            self._barrier.wait(self.timeout)
+            self._starting.wait(self._timeout)
         except threading.BrokenBarrierError:
-            if not self._aborted:
-                log.warning("turn_threads_not_started", wanted=self.count)
+            if not self._closed:
+                log.warning("turn_threads_not_started", wanted=self.limit)
 
-    def abort(self) -> None:
-        self._aborted = True
-        self._barrier.abort()
-
-    _aborted = False
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._closed = True
+        self._starting.abort()  # threads still held for start-up go at once, and the shutdown does not wait on them
+        super().shutdown(wait, cancel_futures=cancel_futures)
 
     def _hold(self) -> None:
         try:
-            self._barrier.wait(self.timeout)
+            self._starting.wait(self._timeout)
         except threading.BrokenBarrierError:
             pass

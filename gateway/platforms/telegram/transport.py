@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from typing import Any
-from urllib.parse import urlencode
 
 from gateway.kernel.imports import import_without
 from gateway.platforms.base import MaybeSent, PermanentError, RateLimited, TransientError
@@ -129,7 +128,7 @@ def make_request(pool_size: int, read_s: float, connect_s: float = 10.0, pool_s:
                     data = form
                 else:
                     # Encoded here: given the dict, aiohttp builds a FormData (and a multipart writer) per request.
-                    data = urlencode(request_data.json_parameters).encode()
+                    data = request_data.url_encoded_parameters().encode()
                     headers = FORM
             try:
                 async with self._session.request(method, url, data=data, headers=headers, timeout=timeout) as resp:

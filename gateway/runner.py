@@ -291,6 +291,8 @@ class GatewayRunner:
         self._build_adapters()
         await self.approvals.start()  # approvals left pending by a gone instance: denied; users told
         await self.clarify.start()  # so are the agent's questions: withdrawn, the person told
+        # Before anything can bring a turn (a few ms; gateway/turns/pool.py says why up front and off the loop).
+        await asyncio.to_thread(self.turns.pool.start_threads)
         from gateway.ops.dashboard import Dashboard
         from gateway.ops.http import HttpServer
 
@@ -306,7 +308,6 @@ class GatewayRunner:
         if self.router.enabled:
             self.spawn(self.router.run(), name="routing")
         self.spawn(self._measure_loop_lag(), name="loop-lag")
-        self.spawn(asyncio.to_thread(self.turns.pool.start_threads), name="turn-threads")
         if self.cfg.sessions.retention_days:
             from gateway.storage.retention import Retention
 

@@ -4,17 +4,22 @@ A thread the pool starts when a turn arrives is started on the loop, and ``Threa
 thread runs: with the GIL busy that held the loop ~15 ms each time the pool grew (seen as loop lag while 64 turns
 sat in the model call and new chats' turns needed threads). Started in a thread of their own at start-up, the
 threads a turn needs are there; only turns past the limit (those lending their slot while waiting for a person)
-still grow the pool from the loop.
+still grow the pool from the loop. The runner starts them before it takes any message; a turn that arrives while
+they start anyway ends the start there (the threads started so far are let go to take it), as it would otherwise
+queue behind the tasks holding them (on a busy machine, for longer than a turn's timeout).
 """
 
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import structlog
 
 log = structlog.get_logger("herald.turns")
+T = TypeVar("T")
 
 # Threads beyond the turn limit only ever wait for a person (a turn lends its slot then); this bounds how many can.
 MAX_WAITING_TURNS = 512
@@ -25,21 +30,36 @@ class TurnPool(ThreadPoolExecutor):
         super().__init__(max_workers=limit + waiting, thread_name_prefix="turn")
         self.limit, self._timeout = limit, timeout
         self._starting = threading.Barrier(limit + 1)
-        self._closed = False
+        self._closed = self._holding = self._taken_over = False
 
     def start_threads(self) -> None:
         """Have ``limit`` threads running: as many tasks that each hold a thread until all of them run. Blocks:
         call it off the loop."""
+        self._holding = True
+        try:
+            self._hold_threads()
+        finally:
+            self._holding = False
+
+    def _hold_threads(self) -> None:
         try:
             for _ in range(self.limit):
-                self.submit(self._hold)
+                if self._starting.broken:  # a turn came first: it has the threads started so far
+                    return
+                super().submit(self._hold)
         except RuntimeError:  # shut down meanwhile (a start that failed)
             return
         try:
             self._starting.wait(self._timeout)
         except threading.BrokenBarrierError:
-            if not self._closed:
+            if not (self._closed or self._taken_over):
                 log.warning("turn_threads_not_started", wanted=self.limit)
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        if self._holding:  # real work would queue behind the tasks holding the threads: let them go
+            self._taken_over = True
+            self._starting.abort()
+        return super().submit(fn, *args, **kwargs)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         self._closed = True

@@ -43,3 +43,19 @@ def test_a_shutdown_during_start_up_lets_the_waiting_threads_go():
     pool.shutdown(wait=True)  # returns: the held threads were let go, and the third task finds the start-up over
     starter.join(10)
     assert not starter.is_alive()
+
+
+def test_a_turn_arriving_while_the_threads_start_does_not_wait_for_the_start():
+    """The start-up's tasks hold the threads until all of them run; a turn queued behind them waited as long (on a
+    busy machine, past a turn's timeout). It takes a thread at once instead, and the pool goes on serving."""
+    pool = TurnPool(3, waiting=-1)  # room for two of the three: left alone, the start-up would wait its timeout
+    starter = threading.Thread(target=pool.start_threads)
+    starter.start()
+    try:
+        wait_until_sync(lambda: pool._starting.n_waiting == 3, what="two threads and the starter waiting")
+        assert pool.submit(lambda: "answered").result(10) == "answered"
+        starter.join(10)
+        assert not starter.is_alive()
+        assert [f.result(10) for f in [pool.submit(lambda n=n: n + 1) for n in range(4)]] == [1, 2, 3, 4]
+    finally:
+        pool.shutdown(wait=True)

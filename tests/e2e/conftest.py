@@ -1,7 +1,9 @@
 """End-to-end fixtures: the real ``herald run`` process, a fake LLM, and a small web API client.
 
-Every daemon gets its own HERALD_HOME (a pytest tmp dir) and its own free port, so tests are independent
-and safe under xdist. The client is plain urllib: each call is one blocking HTTP request from the test.
+Every daemon gets its own HERALD_HOME (a pytest tmp dir) and listens on a port the kernel gives it (http.port 0),
+read back from its own log, so tests are independent and safe under xdist: a port picked free beforehand can be
+taken by another worker's daemon in the meantime, whose answers then look like this one's.
+The client is plain urllib: each call is one blocking HTTP request from the test.
 """
 
 from __future__ import annotations
@@ -45,9 +47,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def free_port() -> int:
+    """A port free now, for a fake or a config that must name one before anything listens (another worker may
+    take it meanwhile: a daemon under test listens on port 0 instead, see ``started_port``)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def started_port(log_file: Path, offset: int = 0) -> int | None:
+    """The port a daemon listens on, from the ``gateway_started`` line its log file gained past ``offset`` (its
+    size when the process was spawned); None until it is there."""
+    try:
+        with open(log_file, "rb") as f:
+            f.seek(offset)
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return None
+    for line in lines:
+        with contextlib.suppress(ValueError):
+            event = json.loads(line)
+            if isinstance(event, dict) and event.get("event") == "gateway_started":
+                return int(str(event["http"]).rsplit(":", 1)[1])
+    return None
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -78,6 +99,7 @@ class Herald:
     proc: subprocess.Popen[bytes] | None = None
     runs: int = 0
     _files: list[Any] = field(default_factory=list)
+    _log_offset: int = 0
 
     # ---- process -------------------------------------------------------------------------------
 
@@ -109,36 +131,42 @@ class Herald:
         out = open(self.home / f"stdout.{self.runs}.txt", "wb")  # noqa: SIM115 - closed in close_files()
         err = open(self.home / f"stderr.{self.runs}.txt", "wb")  # noqa: SIM115
         self._files += [out, err]
+        self._log_offset = self.log_file.stat().st_size if self.log_file.exists() else 0
         self.proc = subprocess.Popen(
             [str(HERALD_BIN), "run"], cwd=REPO, env=self.env, stdout=out, stderr=err, stdin=subprocess.DEVNULL
         )
         return self.proc
 
     def start(self) -> None:
-        """Start on a free port and wait until /healthz and /readyz answer; retry if the port was taken."""
-        for _attempt in range(3):
-            self.port = free_port()
-            self.config = deep_merge(self.config, {"http": {"port": self.port}})
-            self.write_config()
-            proc = self.spawn()
-            deadline = time.monotonic() + START_TIMEOUT
-            while time.monotonic() < deadline:
-                if proc.poll() is not None:
-                    break
+        """Start on a port of the kernel's choosing and wait until /readyz answers."""
+        self.config = deep_merge(self.config, {"http": {"port": 0}})
+        self.write_config()
+        proc = self.spawn()
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline and proc.poll() is None:
+            if self.started():
                 with contextlib.suppress(OSError):
                     if self.get("/readyz", auth=False).status == 200:
+                        # as if it had been configured: the CLI (`herald web-url`, ...) reads the port there
+                        self.config = deep_merge(self.config, {"http": {"port": self.port}})
+                        self.write_config()
                         return
-                time.sleep(0.05)
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-                # Start-up's stderr lines are held back until it is up: the log file says how far it got.
-                log = self.log_file.read_text()[-3000:] if self.log_file.exists() else "(no log file)"
-                raise AssertionError(f"herald did not become ready in {START_TIMEOUT}s:\n{self.stderr()[-3000:]}\n"
-                                     f"log file:\n{log}")
-            if "is already in use" not in self.stderr():  # the port was taken meanwhile: another try
-                raise AssertionError(f"herald exited with {proc.returncode} at start:\n{self.stderr()[-3000:]}")
-        raise AssertionError("herald could not bind a free port after 3 attempts")
+            time.sleep(0.05)
+        if proc.poll() is not None:
+            raise AssertionError(f"herald exited with {proc.returncode} at start:\n{self.stderr()[-3000:]}")
+        proc.kill()
+        proc.wait()
+        # Start-up's stderr lines are held back until it is up: the log file says how far it got.
+        log = self.log_file.read_text()[-3000:] if self.log_file.exists() else "(no log file)"
+        raise AssertionError(f"herald did not become ready in {START_TIMEOUT}s:\n{self.stderr()[-3000:]}\n"
+                             f"log file:\n{log}")
+
+    def started(self) -> bool:
+        """Whether the process spawned last has its http server up; ``port`` is then its port."""
+        port = started_port(self.log_file, self._log_offset)
+        if port is not None:
+            self.port = port
+        return port is not None
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT) -> int:
         """Signal the process and return its exit code (killed, and the test failed, if it hangs)."""

@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import PG_URL
-from tests.e2e.conftest import Herald, free_port
+from tests.e2e.conftest import Herald
 from tests.fakes.telegram_api import FakeTelegramThread
+from tests.support.polling import wait_until_sync
 
 pytestmark = pytest.mark.e2e
 
@@ -50,10 +51,11 @@ def telegram_config(bot: FakeTelegramThread, token_env: str = "TELEGRAM_BOT_TOKE
 
 def spawn_unready(herald: Herald) -> None:
     """Start a daemon that is expected not to become ready (its adapter is refused)."""
-    herald.port = free_port()
-    herald.config.setdefault("http", {})["port"] = herald.port
+    herald.config.setdefault("http", {})["port"] = 0
     herald.write_config()
     herald.spawn()
+    wait_until_sync(lambda: herald.proc.poll() is not None or herald.started(), timeout=20, what="its http server")
+    assert herald.proc.poll() is None, herald.stderr()[-2000:]
 
 
 def wait_readyz(herald: Herald, predicate: Callable[[Any], bool], timeout: float = 20.0) -> Any:

@@ -19,7 +19,7 @@ import pytest
 
 from gateway.platforms.base import InboundMessage, Source
 from gateway.turns.attempts import parked_notice
-from tests.e2e.conftest import Herald, free_port
+from tests.e2e.conftest import Herald
 from tests.fakes.llm import FakeLLMThread, Reply, ToolCall, last_user_message, message_text
 
 pytestmark = pytest.mark.e2e
@@ -53,8 +53,7 @@ def responder(request: dict[str, Any]) -> Any:
 
 def crash_once(herald: Herald) -> int:
     """Start the daemon and wait for its turn to kill it; its exit status."""
-    herald.port = free_port()
-    herald.config.setdefault("http", {})["port"] = herald.port
+    herald.config.setdefault("http", {})["port"] = 0
     herald.write_config()
     proc = herald.spawn()
     try:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.conftest import REPO, free_port
+from tests.e2e.conftest import REPO, started_port
 from tests.fakes.llm import FakeLLMThread, Reply
 from tests.fakes.telegram_api import FakeTelegramThread
 from tests.support.polling import wait_until_sync
@@ -62,10 +62,10 @@ class Daemon:
     def __init__(self, tmp_path: Path, llm_url: str, platforms: dict[str, Any], env: dict[str, str]) -> None:
         home, self.tmp = tmp_path / "home", tmp_path
         home.mkdir()
-        self.port = free_port()
+        self.log_file = home / "logs" / "herald.log"
         (home / "config.yaml").write_text(yaml.safe_dump({
             "model": {"base_url": llm_url, "name": "fake-model", "max_retries": 0},
-            "http": {"port": self.port}, "platforms": platforms}))
+            "http": {"port": 0}, "platforms": platforms}))
         environ = {k: v for k, v in os.environ.items() if not k.startswith(("HERALD_", "TELEGRAM_"))}
         environ.update(HERALD_HOME=str(home), XDG_STATE_HOME=str(tmp_path / "state"),
                        MODULES_FILE=str(tmp_path / "modules.json"), **env)
@@ -79,8 +79,11 @@ class Daemon:
 
     def ready(self) -> bool:
         self.alive()
+        port = started_port(self.log_file)  # its own, never a port another worker's daemon may have taken
+        if port is None:
+            return False
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=2) as resp:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as resp:
                 return resp.status == 200
         except OSError:
             return False

@@ -150,7 +150,6 @@ async def test_a_429_makes_only_that_conversation_wait(start_slack, fake_slack):
     await say(fake_slack, DM, "slow lane")
     await say(fake_slack, BOB_DM, "fast lane", user=BOB)
     await fake_slack.wait_sent(lambda sent: any(m.text == "echo: fast lane" for m in sent))
-    assert time.monotonic() - started < 1.5
     assert not any(m.text == "echo: slow lane" for m in fake_slack.sent)
     await fake_slack.wait_sent(lambda sent: any(m.text == "echo: slow lane" for m in sent), timeout=10)
     assert time.monotonic() - started >= 1.9  # it waited out Retry-After, then went

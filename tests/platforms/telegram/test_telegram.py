@@ -159,11 +159,9 @@ async def test_a_429_on_one_chat_does_not_hold_up_another(start_tg, fake_tg):
     fake_tg.flood(ALICE, 2.0)
     fake_tg.user_message(ALICE, text="flooded")
     await asyncio.sleep(0.3)  # Alice's reply has hit the 429 and waits
-    started = time.monotonic()
     fake_tg.user_message(BOB, text="flowing")
     await fake_tg.wait_sent(lambda s: any(m.text == "echo: flowing" for m in s))
-    assert time.monotonic() - started < 1.0
-    assert fake_tg.texts(ALICE) == []
+    assert fake_tg.texts(ALICE) == []  # Bob's answer went while Alice's still waited out her 429
     await fake_tg.wait_sent(lambda s: any(m.text == "echo: flooded" for m in s), timeout=10)
     assert fake_tg.texts(ALICE) == ["echo: flooded"]
 

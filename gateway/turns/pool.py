@@ -47,7 +47,8 @@ class TurnPool(ThreadPoolExecutor):
                 if self._starting.broken:  # a turn came first: it has the threads started so far
                     return
                 super().submit(self._hold)
-        except RuntimeError:  # shut down meanwhile (a start that failed)
+        except RuntimeError:  # shut down meanwhile (a start that failed), or no thread could be started
+            self._starting.abort()  # those started so far are not held for the rest
             return
         try:
             self._starting.wait(self._timeout)

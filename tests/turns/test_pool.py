@@ -59,3 +59,25 @@ def test_a_turn_arriving_while_the_threads_start_does_not_wait_for_the_start():
         assert [f.result(10) for f in [pool.submit(lambda n=n: n + 1) for n in range(4)]] == [1, 2, 3, 4]
     finally:
         pool.shutdown(wait=True)
+
+
+def test_a_thread_that_cannot_be_started_ends_the_start_and_holds_no_other(monkeypatch):
+    """Out of threads (a process limit): the start gives up at once, and the threads it did start are free."""
+    pool = TurnPool(3)
+    real_start, started = threading.Thread.start, []
+
+    def start(thread: threading.Thread) -> None:
+        if thread.name.startswith("turn_") and started:
+            raise RuntimeError("can't start new thread")
+        started.append(thread)
+        real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    try:
+        pool.start_threads()  # returns: it does not wait out the barrier's timeout
+        monkeypatch.undo()
+        wait_until_sync(lambda: pool._starting.n_waiting == 0, what="the started thread let go")
+        assert pool.submit(lambda: "answered").result(10) == "answered"
+    finally:
+        monkeypatch.undo()
+        pool.shutdown(wait=True)

@@ -30,7 +30,8 @@ class TurnPool(ThreadPoolExecutor):
         super().__init__(max_workers=limit + waiting, thread_name_prefix="turn")
         self.limit, self._timeout = limit, timeout
         self._starting = threading.Barrier(limit + 1)
-        self._closed = self._holding = self._taken_over = False
+        self._holding = False
+        self._let_go = False  # the start was ended on purpose (a turn came first, or a shutdown): no warning
 
     def start_threads(self) -> None:
         """Have ``limit`` threads running: as many tasks that each hold a thread until all of them run. Blocks:
@@ -53,17 +54,17 @@ class TurnPool(ThreadPoolExecutor):
         try:
             self._starting.wait(self._timeout)
         except threading.BrokenBarrierError:
-            if not (self._closed or self._taken_over):
+            if not self._let_go:
                 log.warning("turn_threads_not_started", wanted=self.limit)
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         if self._holding:  # real work would queue behind the tasks holding the threads: let them go
-            self._taken_over = True
+            self._let_go = True
             self._starting.abort()
         return super().submit(fn, *args, **kwargs)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        self._closed = True
+        self._let_go = True
         self._starting.abort()  # threads still held for start-up go at once, and the shutdown does not wait on them
         super().shutdown(wait, cancel_futures=cancel_futures)
 

@@ -126,7 +126,10 @@ class Herald:
         (self.home / "config.yaml").write_text(yaml.safe_dump(self.config, sort_keys=False))
 
     def spawn(self) -> subprocess.Popen[bytes]:
-        """Start the process without waiting for it (for tests that expect it to fail)."""
+        """Start the process without waiting for it (for tests that expect it to fail), on a port the kernel
+        gives it: ``started()`` reads it back."""
+        self.config = deep_merge(self.config, {"http": {"port": 0}})
+        self.write_config()
         self.runs += 1
         out = open(self.home / f"stdout.{self.runs}.txt", "wb")  # noqa: SIM115 - closed in close_files()
         err = open(self.home / f"stderr.{self.runs}.txt", "wb")  # noqa: SIM115
@@ -139,8 +142,6 @@ class Herald:
 
     def start(self) -> None:
         """Start on a port of the kernel's choosing and wait until /readyz answers."""
-        self.config = deep_merge(self.config, {"http": {"port": 0}})
-        self.write_config()
         proc = self.spawn()
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline and proc.poll() is None:

@@ -51,8 +51,6 @@ def telegram_config(bot: FakeTelegramThread, token_env: str = "TELEGRAM_BOT_TOKE
 
 def spawn_unready(herald: Herald) -> None:
     """Start a daemon that is expected not to become ready (its adapter is refused)."""
-    herald.config.setdefault("http", {})["port"] = 0
-    herald.write_config()
     herald.spawn()
     wait_until_sync(lambda: herald.proc.poll() is not None or herald.started(), timeout=20, what="its http server")
     assert herald.proc.poll() is None, herald.stderr()[-2000:]
